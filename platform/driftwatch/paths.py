@@ -1,0 +1,14 @@
+"""Puts the project's import roots on sys.path for every entry point (wsgi, asgi, celery)."""
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PLATFORM_DIR = ROOT / "platform"
+
+
+def ensure_import_paths() -> None:
+    """Make `driftwatch`, the apps and `workers` importable without shadowing stdlib `platform`."""
+    for path in (str(ROOT), str(PLATFORM_DIR)):
+        if path not in sys.path:
+            sys.path.insert(0, path)

@@ -1,0 +1,154 @@
+"""Writes for monitoring: prediction and label ingestion (all-or-nothing, idempotent)."""
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from monitoring.models import GroundTruth, PredictionSample
+from monitoring.validation import CleanSample, Schema, clean_labels, clean_samples, require_list
+from registry.models import ModelVersion, RegisteredModel, VersionStatus
+
+# SQLite caps bound variables per statement; keep IN (...) lists well under it.
+ID_CHUNK = 5000
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    accepted: int
+    duplicates: int
+
+
+@dataclass(frozen=True)
+class LabelResult:
+    matched: int
+    pending: int
+
+
+def model_schema(model: RegisteredModel) -> Schema:
+    return Schema(task=model.task, feature_types=model.feature_types, classes=list(model.classes))
+
+
+def predictions_ingest(*, model: RegisteredModel, body: Any) -> IngestResult:
+    """Validate the whole batch first, then store it in one transaction (or nothing)."""
+    rows = require_list(body, "samples", max_rows=settings.DRIFTWATCH_MAX_BATCH_ROWS)
+    version_ids = dict(ModelVersion.objects.filter(model=model).values_list("version", "pk"))
+    now = timezone.now()
+    samples = clean_samples(rows, model_schema(model), versions=set(version_ids), now=now)
+    champion = (
+        ModelVersion.objects.filter(model=model, status=VersionStatus.CHAMPION)
+        .values_list("pk", flat=True)
+        .first()
+    )
+    unique = _first_of_each_id(samples)
+    records = [(version_ids[s.version] if s.version is not None else champion, s) for s in unique]
+    if connection.vendor == "postgresql":
+        inserted = _insert_samples_postgres(model.pk, records, now)
+    else:
+        inserted = _insert_samples_generic(model, records, now)
+    return IngestResult(accepted=inserted, duplicates=len(samples) - inserted)
+
+
+def _first_of_each_id(samples: list[CleanSample]) -> list[CleanSample]:
+    seen: set[str] = set()
+    out = []
+    for s in samples:
+        if s.sample_id not in seen:
+            seen.add(s.sample_id)
+            out.append(s)
+    return out
+
+
+_INSERT_SAMPLES_SQL = """
+INSERT INTO monitoring_predictionsample
+    (model_id, version_id, sample_id, timestamp, received_at, features, prediction, probabilities)
+SELECT %s, u.v, u.s, u.t, %s, u.f, u.p, u.pr
+FROM unnest(%s::bigint[], %s::text[], %s::timestamptz[], %s::jsonb[], %s::jsonb[], %s::jsonb[])
+    AS u(v, s, t, f, p, pr)
+ON CONFLICT (model_id, sample_id) DO NOTHING
+"""
+
+
+def _insert_samples_postgres(
+    model_id: int, records: list[tuple[int | None, CleanSample]], now: datetime
+) -> int:
+    """One statement with array parameters; ON CONFLICT makes concurrent retries safe."""
+    import psycopg  # the PostgreSQL driver; only on this code path
+
+    dumps = json.dumps
+    params = (
+        model_id,
+        now,
+        [v for v, _ in records],
+        [s.sample_id for _, s in records],
+        [s.timestamp for _, s in records],
+        [dumps(s.features) for _, s in records],
+        [dumps(s.prediction) for _, s in records],
+        [None if s.probabilities is None else dumps(s.probabilities) for _, s in records],
+    )
+    connection.ensure_connection()
+    with transaction.atomic():
+        # Server-side parameter binding: Django's client-side binding would quote the arrays into SQL.
+        with psycopg.Cursor(connection.connection) as cursor:
+            cursor.execute(_INSERT_SAMPLES_SQL, params)
+            return cursor.rowcount
+
+
+def _insert_samples_generic(
+    model: RegisteredModel, records: list[tuple[int | None, CleanSample]], now: datetime
+) -> int:
+    with transaction.atomic():
+        # SQLite runs this transaction as IMMEDIATE (settings), so no writer slips in between.
+        existing = _existing_sample_ids(model, [s.sample_id for _, s in records])
+        new = [
+            PredictionSample(
+                model=model,
+                version_id=v,
+                sample_id=s.sample_id,
+                timestamp=s.timestamp,
+                received_at=now,
+                features=s.features,
+                prediction=s.prediction,
+                probabilities=s.probabilities,
+            )
+            for v, s in records
+            if s.sample_id not in existing
+        ]
+        PredictionSample.objects.bulk_create(new, batch_size=500, ignore_conflicts=True)
+    return len(new)
+
+
+def _existing_sample_ids(model: RegisteredModel, ids: list[str]) -> set[str]:
+    found: set[str] = set()
+    for start in range(0, len(ids), ID_CHUNK):
+        chunk = ids[start : start + ID_CHUNK]
+        found.update(
+            PredictionSample.objects.filter(model=model, sample_id__in=chunk).values_list(
+                "sample_id", flat=True
+            )
+        )
+    return found
+
+
+def labels_ingest(*, model: RegisteredModel, body: Any) -> LabelResult:
+    """Store labels (a repeated id overwrites its label); report how many met their prediction."""
+    rows = require_list(body, "labels", max_rows=settings.DRIFTWATCH_MAX_BATCH_ROWS)
+    labels = clean_labels(rows, model_schema(model))
+    now = timezone.now()
+    objs = [
+        GroundTruth(model=model, sample_id=k, label=v, received_at=now) for k, v in labels.items()
+    ]
+    with transaction.atomic():
+        GroundTruth.objects.bulk_create(
+            objs,
+            batch_size=1000,
+            update_conflicts=True,
+            unique_fields=["model", "sample_id"],
+            update_fields=["label", "received_at"],
+        )
+        matched = len(_existing_sample_ids(model, list(labels)))
+    return LabelResult(matched=matched, pending=len(labels) - matched)

@@ -1,0 +1,186 @@
+"""REST endpoints of the registry: models, reference datasets, versions."""
+
+import json
+from typing import Any
+
+from django.core.files.base import ContentFile
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from core.api import ScopedAPIView, json_body
+from core.errors import FieldError, InvalidInput
+from monitoring.services import model_schema
+from registry import selectors, services
+from registry.models import ModelVersion, RegisteredModel
+from registry.reference import csv_to_rows
+
+
+class FeatureSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    type = serializers.ChoiceField(["numerical", "categorical"])
+
+
+ModelIn = inline_serializer(
+    "ModelIn",
+    {
+        "name": serializers.CharField(),
+        "task": serializers.ChoiceField(["classification", "regression"]),
+        "features": FeatureSerializer(many=True),
+        "classes": serializers.ListField(child=serializers.CharField(), required=False),
+        "description": serializers.CharField(required=False),
+    },
+)
+class ModelOut(serializers.Serializer):
+    name = serializers.CharField()
+    task = serializers.CharField()
+    features = FeatureSerializer(many=True)
+    classes = serializers.ListField()
+    champion = serializers.IntegerField(allow_null=True)
+    samples = serializers.IntegerField()
+    labels = serializers.IntegerField()
+
+
+class ModelListView(ScopedAPIView):
+    required_scopes = {"GET": "read", "POST": "ingest"}
+
+    @extend_schema(responses=ModelOut(many=True))
+    def get(self, request: Request) -> Response:
+        return Response([selectors.model_detail(model=m) for m in RegisteredModel.objects.all()])
+
+    @extend_schema(
+        request=ModelIn,
+        responses={201: ModelOut, 400: OpenApiResponse(description="invalid schema")},
+    )
+    def post(self, request: Request) -> Response:
+        model = services.model_register(data=json_body(request))
+        return Response(selectors.model_detail(model=model), status=status.HTTP_201_CREATED)
+
+
+class ModelDetailView(ScopedAPIView):
+    required_scopes = {"GET": "read"}
+
+    @extend_schema(responses=ModelOut)
+    def get(self, request: Request, name: str) -> Response:
+        return Response(selectors.model_detail(model=selectors.model_get(name=name)))
+
+
+ReferenceIn = inline_serializer(
+    "ReferenceIn",
+    {
+        "rows": serializers.ListField(
+            child=serializers.DictField(),
+            help_text="{features, label, prediction?, probabilities?}",
+        )
+    },
+)
+
+
+class ReferenceView(ScopedAPIView):
+    """Baseline rows as JSON `{rows: [...]}`, a `text/csv` body, or a multipart `file` (CSV)."""
+
+    required_scopes = {"POST": "ingest"}
+
+    @extend_schema(
+        request=ReferenceIn,
+        responses={
+            201: inline_serializer(
+                "ReferenceOut",
+                {"id": serializers.IntegerField(), "rows": serializers.IntegerField()},
+            )
+        },
+    )
+    def post(self, request: Request, name: str) -> Response:
+        model = selectors.model_get(name=name)
+        rows = _reference_rows(request, model)
+        reference = services.reference_upload(model=model, rows=rows)
+        return Response(
+            {"id": reference.pk, "rows": reference.rows}, status=status.HTTP_201_CREATED
+        )
+
+
+def _reference_rows(request: Request, model: RegisteredModel) -> list[Any]:
+    content_type = (request.content_type or "").split(";")[0].strip()
+    if content_type == "text/csv":
+        return csv_to_rows(_decode(request.read()), model_schema(model))
+    if content_type == "multipart/form-data":
+        upload = request.FILES.get("file")
+        if upload is None:
+            raise InvalidInput([FieldError(None, "file", "required: a CSV file")])
+        return csv_to_rows(_decode(upload.read()), model_schema(model))
+    body = json_body(request)
+    if not isinstance(body, dict) or not isinstance(body.get("rows"), list) or not body["rows"]:
+        raise InvalidInput([FieldError(None, "rows", "required: a non-empty list")])
+    return body["rows"]
+
+
+def _decode(raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise InvalidInput([FieldError(None, "file", "CSV must be UTF-8")]) from None
+
+
+VersionIn = inline_serializer(
+    "VersionIn",
+    {
+        "artifact": serializers.FileField(required=False),
+        "metrics": serializers.JSONField(required=False),
+        "config": serializers.JSONField(required=False, help_text="how to build and train it"),
+        "champion": serializers.BooleanField(required=False),
+    },
+)
+
+
+class VersionListView(ScopedAPIView):
+    """A version as multipart (artifact file + JSON fields) or as a JSON body without artifact."""
+
+    required_scopes = {"GET": "read", "POST": "ingest"}
+
+    def get(self, request: Request, name: str) -> Response:
+        model = selectors.model_get(name=name)
+        return Response([v.summary() for v in ModelVersion.objects.filter(model=model)])
+
+    @extend_schema(request={"multipart/form-data": VersionIn, "application/json": VersionIn})
+    def post(self, request: Request, name: str) -> Response:
+        model = selectors.model_get(name=name)
+        fields = _version_fields(request)
+        version = services.version_create(model=model, **fields)
+        return Response(version.summary(), status=status.HTTP_201_CREATED)
+
+
+def _version_fields(request: Request) -> dict[str, Any]:
+    content_type = (request.content_type or "").split(";")[0].strip()
+    if content_type == "multipart/form-data":
+        data: dict[str, Any] = {k: request.data.get(k) for k in ("metrics", "config", "champion")}
+        for key in ("metrics", "config"):
+            data[key] = _json_field(key, data[key])
+        artifact = request.FILES.get("artifact")
+    else:
+        body = json_body(request) or {}
+        if not isinstance(body, dict):
+            raise InvalidInput([FieldError(None, "body", "must be a JSON object")])
+        data = {k: body.get(k) for k in ("metrics", "config", "champion")}
+        artifact = None
+    for key in ("metrics", "config"):
+        if data[key] is not None and not isinstance(data[key], dict):
+            raise InvalidInput([FieldError(None, key, "must be a JSON object")])
+    champion = data["champion"] in (True, "true", "1", "on")
+    fields: dict[str, Any] = {
+        "metrics": data["metrics"],
+        "config": data["config"],
+        "champion": champion,
+    }
+    if artifact is not None:
+        fields["artifact"] = ContentFile(artifact.read(), name=artifact.name)
+    return fields
+
+
+def _json_field(key: str, value: Any) -> Any:
+    if value in (None, ""):
+        return None
+    try:
+        return json.loads(value)
+    except ValueError:
+        raise InvalidInput([FieldError(None, key, "must be JSON")]) from None

@@ -1,0 +1,137 @@
+"""Registered models, their versions (champion/challenger lineage) and reference datasets."""
+
+from typing import Any
+
+from django.core.validators import RegexValidator
+from django.db import models
+from django.db.models import Q
+
+model_name_validator = RegexValidator(
+    r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$",
+    "letters, digits, '_', '.', '-' (at most 100, starting with a letter or digit)",
+)
+
+
+class Task(models.TextChoices):
+    CLASSIFICATION = "classification"
+    REGRESSION = "regression"
+
+
+class FeatureType(models.TextChoices):
+    NUMERICAL = "numerical"
+    CATEGORICAL = "categorical"
+
+
+class RegisteredModel(models.Model):
+    name = models.CharField(max_length=100, unique=True, validators=[model_name_validator])
+    task = models.CharField(max_length=20, choices=Task.choices)
+    features = models.JSONField(help_text='[{"name": ..., "type": "numerical"|"categorical"}]')
+    classes = models.JSONField(default=list, blank=True, help_text="class labels (classification)")
+    description = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def feature_types(self) -> dict[str, str]:
+        return {f["name"]: f["type"] for f in self.features}
+
+    @property
+    def is_classification(self) -> bool:
+        return self.task == Task.CLASSIFICATION
+
+
+class VersionStatus(models.TextChoices):
+    CANDIDATE = "candidate"
+    CHAMPION = "champion"
+    RETIRED = "retired"
+    REJECTED = "rejected"
+
+
+def artifact_path(instance: "ModelVersion", filename: str) -> str:
+    return f"artifacts/{instance.model.name}/v{instance.version}/{filename}"
+
+
+class ModelVersion(models.Model):
+    model = models.ForeignKey(RegisteredModel, on_delete=models.CASCADE, related_name="versions")
+    version = models.PositiveIntegerField()
+    status = models.CharField(
+        max_length=10, choices=VersionStatus.choices, default=VersionStatus.CANDIDATE
+    )
+    artifact = models.FileField(upload_to=artifact_path, blank=True)
+    artifact_sha256 = models.CharField(max_length=64, blank=True)
+    metrics = models.JSONField(default=dict, blank=True)
+    config = models.JSONField(
+        default=dict, blank=True, help_text="how to build and train this version"
+    )
+    # Lineage: where this version came from.
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children"
+    )
+    training_data_start = models.DateTimeField(null=True, blank=True)
+    training_data_end = models.DateTimeField(null=True, blank=True)
+    training_samples = models.PositiveIntegerField(null=True, blank=True)
+    source = models.CharField(max_length=200, blank=True, help_text="uploaded, retrain job #N, ...")
+    created_at = models.DateTimeField(auto_now_add=True)
+    promoted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["model", "-version"]
+        constraints = [
+            models.UniqueConstraint(fields=["model", "version"], name="unique_version_per_model"),
+            # The champion alias points at one version per model at most.
+            models.UniqueConstraint(
+                fields=["model"], condition=Q(status="champion"), name="one_champion_per_model"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.model.name} v{self.version} ({self.status})"
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "status": self.status,
+            "metrics": self.metrics,
+            "config": self.config,
+            "artifact": self.artifact.name or None,
+            "artifact_sha256": self.artifact_sha256 or None,
+            "parent": self.parent.version if self.parent_id and self.parent else None,
+            "source": self.source,
+            "created_at": self.created_at.isoformat() if self.created_at else None,
+            "promoted_at": self.promoted_at.isoformat() if self.promoted_at else None,
+        }
+
+
+def reference_path(instance: "ReferenceDataset", filename: str) -> str:
+    return f"references/{instance.model.name}/{filename}"
+
+
+class ReferenceDataset(models.Model):
+    """Baseline rows (features, label, optional prediction/probabilities) stored as Parquet."""
+
+    model = models.ForeignKey(RegisteredModel, on_delete=models.CASCADE, related_name="references")
+    version = models.ForeignKey(
+        ModelVersion, null=True, blank=True, on_delete=models.SET_NULL, related_name="references"
+    )
+    file = models.FileField(upload_to=reference_path)
+    rows = models.PositiveIntegerField()
+    columns = models.JSONField(default=list)
+    is_active = models.BooleanField(default=True)
+    source = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["model", "-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["model"], condition=Q(is_active=True), name="one_active_reference_per_model"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.model.name} reference #{self.pk} ({self.rows} rows)"

@@ -1,0 +1,132 @@
+"""Reference (baseline) rows: validation, CSV parsing, and the Parquet layout they are stored in.
+
+Columns: one per feature (its own name), then LABEL, PREDICTION and PROBA_PREFIX + class.
+"""
+
+import csv
+import io
+from typing import Any
+
+import pandas as pd
+
+from core.errors import FieldError, InvalidInput
+from monitoring.validation import (
+    Collector,
+    Schema,
+    clean_features,
+    clean_probabilities,
+    clean_target,
+)
+
+LABEL = "__label__"
+PREDICTION = "__prediction__"
+PROBA_PREFIX = "__proba__:"
+REFERENCE_KEYS = frozenset({"features", "label", "prediction", "probabilities"})
+
+
+def clean_reference_rows(rows: list[Any], schema: Schema) -> pd.DataFrame:
+    errors = Collector()
+    lookup = schema.class_lookup()
+    records: list[dict[str, Any]] = []
+    for i, raw in enumerate(rows):
+        if not isinstance(raw, dict):
+            errors.add(i, "row", "must be an object {features, label, prediction?, probabilities?}")
+            continue
+        for extra in raw.keys() - REFERENCE_KEYS:
+            errors.add(i, extra, "unknown field")
+        features = clean_features(raw.get("features"), i, errors, schema)
+        ok_label, label = clean_target(raw.get("label"), i, errors, schema, "label", lookup)
+        record = dict(features or {}, **{LABEL: label})
+        ok = features is not None and ok_label
+        if raw.get("prediction") is not None:
+            ok_pred, record[PREDICTION] = clean_target(
+                raw["prediction"], i, errors, schema, "prediction", lookup
+            )
+            ok = ok and ok_pred
+        if raw.get("probabilities") is not None and schema.is_classification:
+            ok_proba, proba = clean_probabilities(raw["probabilities"], i, errors, lookup)
+            ok = ok and ok_proba
+            for key, p in (proba or {}).items():
+                record[PROBA_PREFIX + key] = p
+        if ok:
+            records.append(record)
+    errors.raise_if_any()
+    return _frame(records, schema)
+
+
+def _frame(records: list[dict[str, Any]], schema: Schema) -> pd.DataFrame:
+    frame = pd.DataFrame.from_records(records)
+    for name, kind in schema.feature_types.items():
+        if kind == "numerical":
+            frame[name] = pd.to_numeric(frame[name], errors="coerce").astype("float64")
+        else:
+            frame[name] = frame[name].astype("object")
+    return frame
+
+
+def csv_to_rows(text: str, schema: Schema) -> list[dict[str, Any]]:
+    """CSV with a header: feature columns, `label`, optional `prediction`, `proba_<class>`."""
+    reader = csv.DictReader(io.StringIO(text))
+    header = reader.fieldnames or []
+    missing = [name for name in schema.feature_types if name not in header]
+    if missing or "label" not in header:
+        problems = [FieldError(None, name, "missing CSV column") for name in missing]
+        if "label" not in header:
+            problems.append(FieldError(None, "label", "missing CSV column"))
+        raise InvalidInput(problems)
+    known = (
+        set(schema.feature_types) | {"label", "prediction"} | {f"proba_{c}" for c in schema.classes}
+    )
+    unknown = [name for name in header if name not in known]
+    if unknown:
+        raise InvalidInput([FieldError(None, name, "unknown CSV column") for name in unknown])
+    errors = Collector()
+    rows = [_csv_row(i, line, schema, errors) for i, line in enumerate(reader)]
+    errors.raise_if_any()
+    return rows
+
+
+def _csv_row(i: int, line: dict[str, str], schema: Schema, errors: Collector) -> dict[str, Any]:
+    features: dict[str, Any] = {}
+    for name, kind in schema.feature_types.items():
+        text = (line.get(name) or "").strip()
+        if text == "":
+            features[name] = None
+        elif kind == "numerical":
+            try:
+                features[name] = float(text)
+            except ValueError:
+                errors.add(i, f"features.{name}", f"not a number: {text[:40]!r}")
+        else:
+            features[name] = text
+    row: dict[str, Any] = {"features": features, "label": _csv_target(line.get("label"), schema)}
+    if line.get("prediction"):
+        row["prediction"] = _csv_target(line["prediction"], schema)
+    proba: dict[str, Any] = {}
+    for c in map(str, schema.classes):
+        text = (line.get(f"proba_{c}") or "").strip()
+        if text:
+            try:
+                proba[c] = float(text)
+            except ValueError:
+                errors.add(i, f"proba_{c}", f"not a number: {text[:40]!r}")
+    if proba:
+        row["probabilities"] = proba
+    return row
+
+
+def _csv_target(text: str | None, schema: Schema) -> Any:
+    if text is None or text.strip() == "":
+        return None
+    if schema.is_classification:
+        return text.strip()
+    try:
+        return float(text)  # non-finite values are rejected by clean_target with row and field
+    except ValueError:
+        return text
+
+
+def frame_to_parquet(frame: pd.DataFrame) -> bytes:
+    buffer = io.BytesIO()
+    frame.to_parquet(buffer, index=False)
+    return buffer.getvalue()

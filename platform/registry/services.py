@@ -1,0 +1,171 @@
+"""Writes for the registry: models, versions (with the champion alias), reference datasets."""
+
+import hashlib
+import uuid
+from typing import Any
+
+from django.core.files.base import ContentFile
+from django.core.files.uploadedfile import UploadedFile
+from django.db import IntegrityError, transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from core.errors import Conflict, FieldError, InvalidInput
+from monitoring.services import model_schema
+from registry.models import (
+    FeatureType,
+    ModelVersion,
+    ReferenceDataset,
+    RegisteredModel,
+    Task,
+    VersionStatus,
+    model_name_validator,
+)
+from registry.reference import clean_reference_rows, frame_to_parquet
+
+
+def _schema_errors(data: dict[str, Any]) -> list[FieldError]:
+    errors: list[FieldError] = []
+    name = data.get("name")
+    if not isinstance(name, str) or not model_name_validator.regex.match(name):
+        errors.append(FieldError(None, "name", str(model_name_validator.message)))
+    if data.get("task") not in Task.values:
+        errors.append(FieldError(None, "task", f"must be one of {Task.values}"))
+    features = data.get("features")
+    if not isinstance(features, list) or not features:
+        errors.append(FieldError(None, "features", "required: a non-empty list of {name, type}"))
+        features = []
+    seen: set[str] = set()
+    for i, feature in enumerate(features):
+        if (
+            not isinstance(feature, dict)
+            or not isinstance(feature.get("name"), str)
+            or not feature["name"]
+        ):
+            errors.append(FieldError(i, "features.name", "required: a non-empty string"))
+            continue
+        if feature["name"] in seen or feature["name"].startswith("__"):
+            errors.append(
+                FieldError(i, "features.name", f"duplicate or reserved name {feature['name']!r}")
+            )
+        seen.add(feature["name"])
+        if feature.get("type") not in FeatureType.values:
+            errors.append(FieldError(i, "features.type", f"must be one of {FeatureType.values}"))
+    classes = data.get("classes") or []
+    if data.get("task") == Task.CLASSIFICATION:
+        if (
+            not isinstance(classes, list)
+            or len(classes) < 2
+            or len({str(c) for c in classes}) != len(classes)
+        ):
+            errors.append(
+                FieldError(None, "classes", "classification needs at least two distinct classes")
+            )
+        elif not all(isinstance(c, str | int) and not isinstance(c, bool) for c in classes):
+            errors.append(FieldError(None, "classes", "class labels must be strings or integers"))
+    elif classes:
+        errors.append(FieldError(None, "classes", "only classification models have classes"))
+    return errors
+
+
+def model_register(*, data: Any) -> RegisteredModel:
+    if not isinstance(data, dict):
+        raise InvalidInput([FieldError(None, "body", "must be a JSON object")])
+    errors = _schema_errors(data)
+    if errors:
+        raise InvalidInput(errors)
+    features = [{"name": f["name"], "type": f["type"]} for f in data["features"]]
+    try:
+        with transaction.atomic():
+            return RegisteredModel.objects.create(
+                name=data["name"],
+                task=data["task"],
+                features=features,
+                classes=list(data.get("classes") or []),
+                description=str(data.get("description") or ""),
+            )
+    except IntegrityError:
+        raise Conflict(f"a model named {data['name']!r} already exists") from None
+
+
+def reference_upload(
+    *, model: RegisteredModel, rows: list[Any], source: str = "api"
+) -> ReferenceDataset:
+    """Validate rows, store them as Parquet and make them the model's active reference."""
+    frame = clean_reference_rows(rows, model_schema(model))
+    champion = ModelVersion.objects.filter(model=model, status=VersionStatus.CHAMPION).first()
+    with transaction.atomic():
+        ReferenceDataset.objects.filter(model=model, is_active=True).update(is_active=False)
+        reference = ReferenceDataset(
+            model=model,
+            version=champion,
+            rows=len(frame),
+            columns=list(frame.columns),
+            source=source,
+        )
+        reference.file.save(
+            f"{uuid.uuid4().hex}.parquet", ContentFile(frame_to_parquet(frame)), save=False
+        )
+        reference.save()
+    return reference
+
+
+def version_create(
+    *,
+    model: RegisteredModel,
+    artifact: UploadedFile | ContentFile | None = None,
+    metrics: dict[str, Any] | None = None,
+    config: dict[str, Any] | None = None,
+    champion: bool = False,
+    parent: ModelVersion | None = None,
+    source: str = "uploaded",
+    **lineage: Any,
+) -> ModelVersion:
+    """A new version; it becomes champion if asked to, or if the model has none yet."""
+    with transaction.atomic():
+        # Lock the model row so concurrent uploads get distinct version numbers.
+        RegisteredModel.objects.select_for_update().get(pk=model.pk)
+        number = (
+            ModelVersion.objects.filter(model=model).aggregate(m=Max("version"))["m"] or 0
+        ) + 1
+        version = ModelVersion(
+            model=model,
+            version=number,
+            metrics=metrics or {},
+            config=config or {},
+            parent=parent,
+            source=source,
+            **lineage,
+        )
+        if artifact is not None:
+            version.artifact_sha256 = _sha256(artifact)
+            version.artifact.save(
+                getattr(artifact, "name", None) or "model.bin", artifact, save=False
+            )
+        version.save()
+        has_champion = ModelVersion.objects.filter(
+            model=model, status=VersionStatus.CHAMPION
+        ).exists()
+        if champion or not has_champion:
+            version_promote(version=version)
+    return version
+
+
+def _sha256(artifact: UploadedFile | ContentFile) -> str:
+    digest = hashlib.sha256()
+    for chunk in artifact.chunks():
+        digest.update(chunk)
+    artifact.seek(0)
+    return digest.hexdigest()
+
+
+def version_promote(*, version: ModelVersion) -> ModelVersion:
+    """Move the champion alias to this version; the previous champion is retired."""
+    with transaction.atomic():
+        ModelVersion.objects.filter(
+            model_id=version.model_id, status=VersionStatus.CHAMPION
+        ).exclude(pk=version.pk).update(status=VersionStatus.RETIRED)
+        version.status = VersionStatus.CHAMPION
+        version.promoted_at = timezone.now()
+        version.save(update_fields=["status", "promoted_at"])
+    return version

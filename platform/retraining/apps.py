@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class RetrainingConfig(AppConfig):
+    name = "retraining"
+    verbose_name = "Retraining"

@@ -1,0 +1,23 @@
+"""Shared fixtures. When DATABASE_URL / REDIS_URL are set (CI), they must be reachable:
+the suite stops with an error instead of silently falling back to the embedded defaults."""
+
+import os
+
+import pytest
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if os.environ.get("REDIS_URL"):
+        import redis
+
+        try:
+            redis.Redis.from_url(os.environ["REDIS_URL"], socket_connect_timeout=3).ping()
+        except Exception as exc:
+            pytest.exit(f"REDIS_URL is set but Redis is unreachable: {exc}", returncode=3)
+    if os.environ.get("DATABASE_URL"):
+        import psycopg
+
+        try:
+            psycopg.connect(os.environ["DATABASE_URL"], connect_timeout=3).close()
+        except Exception as exc:
+            pytest.exit(f"DATABASE_URL is set but the database is unreachable: {exc}", returncode=3)

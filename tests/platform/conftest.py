@@ -1,0 +1,59 @@
+"""Factories and API clients for the Django side."""
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from rest_framework.test import APIClient
+
+from core.services import api_token_create
+from registry.models import RegisteredModel
+
+FEATURES = [
+    {"name": "age", "type": "numerical"},
+    {"name": "income", "type": "numerical"},
+    {"name": "city", "type": "categorical"},
+]
+
+
+def make_model(name: str = "churn", task: str = "classification", **kwargs: Any) -> RegisteredModel:
+    defaults: dict[str, Any] = {"features": FEATURES, "classes": ["no", "yes"] if task == "classification" else []}
+    defaults.update(kwargs)
+    return RegisteredModel.objects.create(name=name, task=task, **defaults)
+
+
+def make_sample(i: int, **overrides: Any) -> dict[str, Any]:
+    sample: dict[str, Any] = {
+        "id": f"s{i}",
+        "timestamp": "2026-11-30T12:00:00Z",
+        "features": {"age": 30 + i % 40, "income": 1000.0 + i, "city": ["paris", "lyon"][i % 2]},
+        "prediction": ["no", "yes"][i % 2],
+        "probabilities": {"no": 0.7, "yes": 0.3} if i % 2 == 0 else {"no": 0.2, "yes": 0.8},
+    }
+    sample.update(overrides)
+    return sample
+
+
+@pytest.fixture
+def client_for(db: None) -> Callable[[str], APIClient]:
+    """client_for("ingest") → an APIClient carrying a fresh token of that scope."""
+
+    def build(scope: str) -> APIClient:
+        user, _ = get_user_model().objects.get_or_create(username=f"api-{scope}")
+        _, secret = api_token_create(user=user, scope=scope)
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
+        return client
+
+    return build
+
+
+@pytest.fixture
+def ingest(client_for: Callable[[str], APIClient]) -> APIClient:
+    return client_for("ingest")
+
+
+@pytest.fixture
+def churn(db: None) -> RegisteredModel:
+    return make_model()

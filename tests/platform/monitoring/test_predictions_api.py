@@ -1,0 +1,148 @@
+from typing import Any
+
+import pytest
+from rest_framework.test import APIClient
+
+from monitoring.models import GroundTruth, PredictionSample
+from registry.models import RegisteredModel
+from tests.platform.conftest import make_model, make_sample
+
+URL = "/api/v1/models/churn/predictions"
+
+
+def post(client: APIClient, samples: list[dict[str, Any]], url: str = URL) -> Any:
+    return client.post(url, {"samples": samples}, format="json")
+
+
+def test_valid_batch_is_stored(ingest: APIClient, churn: RegisteredModel) -> None:
+    response = post(ingest, [make_sample(i) for i in range(50)])
+    assert response.status_code == 200, response.json()
+    assert response.json() == {"accepted": 50, "duplicates": 0}
+    assert PredictionSample.objects.filter(model=churn).count() == 50
+
+
+def test_retried_batch_is_stored_once_and_reported_as_duplicates(ingest: APIClient, churn: RegisteredModel) -> None:
+    batch = [make_sample(i) for i in range(20)]
+    post(ingest, batch)
+    response = post(ingest, batch[10:] + [make_sample(i) for i in range(20, 25)])
+    assert response.json() == {"accepted": 5, "duplicates": 10}
+    assert PredictionSample.objects.filter(model=churn).count() == 25
+
+
+def test_repeated_id_inside_one_request_is_a_duplicate(ingest: APIClient, churn: RegisteredModel) -> None:
+    response = post(ingest, [make_sample(1), make_sample(1), make_sample(2)])
+    assert response.json() == {"accepted": 2, "duplicates": 1}
+
+
+def test_same_id_under_another_model_is_not_a_duplicate(ingest: APIClient, churn: RegisteredModel) -> None:
+    make_model(name="other")
+    post(ingest, [make_sample(1)])
+    response = post(ingest, [make_sample(1)], url="/api/v1/models/other/predictions")
+    assert response.json() == {"accepted": 1, "duplicates": 0}
+
+
+def test_stored_sample_keeps_its_values(ingest: APIClient, churn: RegisteredModel) -> None:
+    post(ingest, [make_sample(3, features={"age": 41.5, "income": None, "city": "lyon"})])
+    stored = PredictionSample.objects.get(model=churn, sample_id="s3")
+    assert stored.features == {"age": 41.5, "income": None, "city": "lyon"}
+    assert stored.prediction == "yes"
+    assert stored.probabilities == {"no": 0.2, "yes": 0.8}
+    assert stored.timestamp.isoformat() == "2026-11-30T12:00:00+00:00"
+
+
+def test_a_large_batch_of_10000_samples_is_accepted(ingest: APIClient, churn: RegisteredModel) -> None:
+    response = post(ingest, [make_sample(i) for i in range(10_000)])
+    assert response.json() == {"accepted": 10_000, "duplicates": 0}
+    assert PredictionSample.objects.filter(model=churn).count() == 10_000
+
+
+BAD_INPUTS = [
+    ({"features": {"age": 1, "income": 2.0, "city": "x", "zip": "75"}}, "features.zip", "unknown feature"),
+    ({"features": {"age": 1, "city": "x"}}, "features.income", "missing feature"),
+    ({"features": {"age": "old", "income": 2.0, "city": "x"}}, "features.age", "numerical"),
+    ({"features": {"age": 1, "income": 2.0, "city": [1]}}, "features.city", "categorical"),
+    ({"features": "nope"}, "features", "object"),
+    ({"prediction": "maybe"}, "prediction", "unknown class"),
+    ({"prediction": None}, "prediction", "classes"),
+    ({"timestamp": "yesterday"}, "timestamp", "ISO 8601"),
+    ({"timestamp": "2026-11-30T12:00:00"}, "timestamp", "timezone"),
+    ({"timestamp": "2999-01-01T00:00:00Z"}, "timestamp", "future"),
+    ({"id": ""}, "id", "characters"),
+    ({"id": None}, "id", "required"),
+    ({"probabilities": {"no": 0.5, "yes": 0.7}}, "probabilities", "sum to 1"),
+    ({"probabilities": {"no": 1.2}}, "probabilities.no", "[0, 1]"),
+    ({"probabilities": {"maybe": 1.0}}, "probabilities.maybe", "unknown class"),
+    ({"version": 7}, "version", "unknown version"),
+    ({"colour": "red"}, "colour", "unknown field"),
+]
+
+
+@pytest.mark.parametrize(("override", "field", "message"), BAD_INPUTS)
+def test_bad_sample_is_rejected_naming_row_and_field(
+    ingest: APIClient, churn: RegisteredModel, override: dict[str, Any], field: str, message: str
+) -> None:
+    batch = [make_sample(0), make_sample(1), make_sample(2, **override)]
+    response = post(ingest, batch)
+    assert response.status_code == 400
+    body = response.json()
+    assert body["error"] == "invalid"
+    assert {"row": 2, "field": field} == {k: body["errors"][0][k] for k in ("row", "field")}
+    assert message in body["errors"][0]["message"]
+    assert PredictionSample.objects.count() == 0, "nothing of a rejected request is stored"
+
+
+def test_every_bad_row_is_reported(ingest: APIClient, churn: RegisteredModel) -> None:
+    batch = [make_sample(i, prediction="maybe") if i % 3 == 0 else make_sample(i) for i in range(9)]
+    body = post(ingest, batch).json()
+    assert [e["row"] for e in body["errors"]] == [0, 3, 6]
+    assert body["error_count"] == 3
+
+
+def test_non_finite_numerical_feature_is_stored_as_missing(ingest: APIClient, churn: RegisteredModel) -> None:
+    raw = b'{"samples": [{"id": "n", "features": {"age": NaN, "income": Infinity, "city": "x"}, "prediction": "no"}]}'
+    response = ingest.post(URL, raw, content_type="application/json")
+    assert response.status_code == 200
+    assert PredictionSample.objects.get(sample_id="n").features == {"age": None, "income": None, "city": "x"}
+
+
+def test_invalid_json_is_a_400_naming_the_body(ingest: APIClient, churn: RegisteredModel) -> None:
+    response = ingest.post(URL, b'{"samples": [', content_type="application/json")
+    assert response.status_code == 400
+    assert response.json()["errors"][0]["field"] == "body"
+
+
+def test_missing_samples_list_is_a_400(ingest: APIClient, churn: RegisteredModel) -> None:
+    response = ingest.post(URL, {"rows": []}, format="json")
+    assert response.status_code == 400
+    assert response.json()["errors"][0]["field"] == "samples"
+
+
+def test_unknown_model_is_a_404(ingest: APIClient, db: None) -> None:
+    response = post(ingest, [make_sample(1)], url="/api/v1/models/nope/predictions")
+    assert response.status_code == 404
+
+
+def test_oversized_request_is_a_413(ingest: APIClient, churn: RegisteredModel, settings: Any) -> None:
+    settings.DRIFTWATCH_MAX_REQUEST_BYTES = 2_000
+    response = post(ingest, [make_sample(i) for i in range(50)])
+    assert response.status_code == 413
+    assert response.json()["error"] == "request_too_large"
+    assert PredictionSample.objects.count() == 0
+
+
+def test_regression_prediction_must_be_a_finite_number(ingest: APIClient, db: None) -> None:
+    make_model(name="price", task="regression")
+    url = "/api/v1/models/price/predictions"
+    good = post(ingest, [make_sample(1, prediction=12.5, probabilities=None)], url=url)
+    bad = post(ingest, [make_sample(2, prediction="12", probabilities=None)], url=url)
+    assert good.json() == {"accepted": 1, "duplicates": 0}
+    assert bad.status_code == 400 and bad.json()["errors"][0]["field"] == "prediction"
+
+
+def test_sample_without_version_is_attributed_to_the_champion(ingest: APIClient, churn: RegisteredModel) -> None:
+    from registry.services import version_create
+
+    champion = version_create(model=churn)
+    post(ingest, [make_sample(1)])
+    assert PredictionSample.objects.get(sample_id="s1").version_id == champion.pk
+    assert not GroundTruth.objects.exists()
