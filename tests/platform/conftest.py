@@ -1,6 +1,6 @@
 """Factories and API clients for the Django side."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -57,3 +57,17 @@ def ingest(client_for: Callable[[str], APIClient]) -> APIClient:
 @pytest.fixture
 def churn(db: None) -> RegisteredModel:
     return make_model()
+
+
+@pytest.fixture
+def celery_worker(transactional_db: None) -> Iterator[object]:
+    """A real Celery worker (solo pool, in a thread) on the configured broker and database."""
+    from celery.contrib.testing.worker import start_worker
+
+    from workers import queues
+    from workers.celery_app import app
+
+    with start_worker(
+        app, pool="solo", perform_ping_check=False, queues=[queues.DEFAULT, queues.CHECKS], shutdown_timeout=30
+    ) as worker:
+        yield worker

@@ -1,0 +1,40 @@
+from typing import Any
+
+import pytest
+from django.test import Client
+
+
+def test_healthz_reports_database_and_broker(db: None) -> None:
+    response = Client().get("/healthz")
+    assert response.status_code == 200, response.json()
+    body = response.json()
+    assert body["database"]["ok"] and body["broker"]["ok"]
+
+
+def test_healthz_is_503_when_the_broker_is_down(db: None, settings: Any) -> None:
+    from workers.celery_app import app
+
+    previous = app.conf.broker_url
+    app.conf.broker_url = "redis://127.0.0.1:1/0"  # nothing listens on port 1
+    try:
+        response = Client().get("/healthz")
+    finally:
+        app.conf.broker_url = previous
+    assert response.status_code == 503
+    assert response.json()["broker"]["ok"] is False
+
+
+def test_openapi_schema_lists_the_ingestion_endpoints(db: None) -> None:
+    response = Client().get("/api/schema/", HTTP_ACCEPT="application/json")
+    assert response.status_code == 200
+    paths = response.json()["paths"]
+    for path in ("/api/v1/models", "/api/v1/models/{name}/predictions", "/api/v1/models/{name}/labels",
+                 "/api/v1/models/{name}/reference", "/api/v1/models/{name}/versions"):
+        assert path in paths
+
+
+@pytest.mark.parametrize("url", ["/api/docs/"])
+def test_api_docs_page_is_served_without_a_cdn(db: None, url: str) -> None:
+    response = Client().get(url)
+    assert response.status_code == 200
+    assert b"cdn.jsdelivr" not in response.content
