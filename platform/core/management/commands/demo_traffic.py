@@ -1,0 +1,73 @@
+import json
+import time
+import urllib.error
+import urllib.request
+import uuid
+from argparse import ArgumentParser
+from typing import Any
+
+from django.core.management.base import BaseCommand
+
+from core.demo import demo_champion_artifact
+from workers.demo import DEMO_CLASSES, DEMO_MODEL, demo_frame, frame_rows
+from workers.training.tabular import TabularClassifier
+
+
+class Command(BaseCommand):
+    help = "Post demo predictions (from the champion model) and, one batch later, their labels."
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        parser.add_argument("--url", default="http://127.0.0.1:8000")
+        parser.add_argument("--token", required=True)
+        parser.add_argument("--batch", type=int, default=200)
+        parser.add_argument("--interval", type=float, default=5.0, help="seconds between batches")
+        parser.add_argument("--drift-per-batch", type=float, default=0.01)
+        parser.add_argument("--batches", type=int, default=0, help="stop after N batches (0: forever)")
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        clf = TabularClassifier.from_bytes(demo_champion_artifact())
+        run = uuid.uuid4().hex[:8]
+        pending: list[dict[str, Any]] = []
+        sent = 0
+        while not opts["batches"] or sent < opts["batches"]:
+            drift = min(1.0, sent * opts["drift_per_batch"])
+            frame, labels = demo_frame(opts["batch"], drift=drift, seed=sent + 100)
+            proba = clf.predict_proba(frame)
+            ids = [f"{run}-{sent}-{i}" for i in range(len(frame))]
+            samples = [
+                {"id": sid, "features": f, "prediction": DEMO_CLASSES[int(p.argmax())],
+                 "probabilities": {c: float(p[j]) for j, c in enumerate(DEMO_CLASSES)}}
+                for sid, f, p in zip(ids, frame_rows(frame), proba, strict=True)
+            ]
+            result = self._post(opts, "predictions", {"samples": samples})
+            labelled = self._post(opts, "labels", {"labels": pending}) if pending else {"matched": 0}
+            pending = [{"id": sid, "label": y} for sid, y in zip(ids, labels, strict=True)]
+            sent += 1
+            self.stdout.write(
+                f"ingested batch {sent}: accepted={result['accepted']} duplicates={result['duplicates']} "
+                f"labels matched={labelled['matched']} drift={drift:.2f}"
+            )
+            self.stdout.flush()
+            time.sleep(opts["interval"])
+
+    @staticmethod
+    def _post(opts: dict[str, Any], what: str, body: dict[str, Any]) -> dict[str, Any]:
+        request = urllib.request.Request(
+            f"{opts['url']}/api/v1/models/{DEMO_MODEL}/{what}", data=json.dumps(body).encode(), method="POST",
+            headers={"Authorization": f"Bearer {opts['token']}", "Content-Type": "application/json"},
+        )
+        # Retries are safe: sample ids make the request idempotent.
+        for attempt in range(5):
+            try:
+                with urllib.request.urlopen(request, timeout=30) as response:
+                    return json.loads(response.read())
+            except urllib.error.HTTPError as exc:
+                if exc.code < 500:  # our own bad request: retrying cannot help
+                    raise
+                if attempt == 4:
+                    raise
+            except OSError:
+                if attempt == 4:
+                    raise
+                time.sleep(1 + attempt)
+        raise AssertionError("unreachable")

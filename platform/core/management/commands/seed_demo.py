@@ -1,0 +1,18 @@
+from typing import Any
+
+from django.core.management.base import BaseCommand
+
+from core.demo import demo_seed
+
+
+class Command(BaseCommand):
+    help = "Create the admin login, the demo model (trained now) and an ingest token. Idempotent."
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        seed = demo_seed()
+        if seed.admin_password:
+            self.stdout.write(f"admin login: {seed.admin_username} / {seed.admin_password}")
+        else:
+            self.stdout.write(f"admin login: {seed.admin_username} (existing; password unchanged)")
+        self.stdout.write(f"demo model: {'trained and registered' if seed.created_model else 'already there'}")
+        self.stdout.write(f"INGEST_TOKEN={seed.ingest_token}")

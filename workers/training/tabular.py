@@ -1,0 +1,139 @@
+"""A small PyTorch tabular classifier: encoding, training, prediction, (de)serialisation.
+
+Used by the demo and by retraining. No Django imports. torch is imported lazily: the web
+process imports this module's callers without needing torch at start-up.
+"""
+
+import io
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+
+@dataclass
+class Encoder:
+    """Standardises numerical features and one-hot encodes categorical ones (unknown → all 0)."""
+
+    numerical: list[str]
+    categorical: list[str]
+    means: dict[str, float] = field(default_factory=dict)
+    stds: dict[str, float] = field(default_factory=dict)
+    vocab: dict[str, list[str]] = field(default_factory=dict)
+
+    @classmethod
+    def fit(cls, frame: pd.DataFrame, feature_types: dict[str, str]) -> "Encoder":
+        enc = cls(
+            numerical=[n for n, t in feature_types.items() if t == "numerical"],
+            categorical=[n for n, t in feature_types.items() if t == "categorical"],
+        )
+        for name in enc.numerical:
+            col = pd.to_numeric(frame[name], errors="coerce")
+            enc.means[name] = float(col.mean()) if col.notna().any() else 0.0
+            enc.stds[name] = float(col.std()) if col.notna().sum() > 1 and col.std() > 0 else 1.0
+        for name in enc.categorical:
+            enc.vocab[name] = sorted(frame[name].dropna().astype(str).unique().tolist())
+        return enc
+
+    @property
+    def width(self) -> int:
+        return len(self.numerical) + sum(len(v) for v in self.vocab.values())
+
+    def transform(self, frame: pd.DataFrame) -> np.ndarray:
+        parts = []
+        for name in self.numerical:
+            col = pd.to_numeric(frame[name], errors="coerce").to_numpy(dtype="float64")
+            col = np.where(np.isfinite(col), col, self.means[name])  # missing → mean
+            parts.append(((col - self.means[name]) / self.stds[name])[:, None])
+        for name in self.categorical:
+            values = frame[name].astype(str).to_numpy()
+            vocab = np.asarray(self.vocab[name], dtype=object)
+            parts.append((values[:, None] == vocab[None, :]).astype("float64"))
+        return np.concatenate(parts, axis=1).astype("float32") if parts else np.zeros((len(frame), 0), "float32")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"numerical": self.numerical, "categorical": self.categorical, "means": self.means,
+                "stds": self.stds, "vocab": self.vocab}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Encoder":
+        return cls(**data)
+
+
+def build_mlp(in_features: int, n_classes: int, hidden: int = 32) -> Any:
+    import torch.nn as nn  # lazy: torch costs ~1 s to import
+
+    return nn.Sequential(nn.Linear(in_features, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(),
+                         nn.Linear(hidden, n_classes))
+
+
+@dataclass
+class TabularClassifier:
+    encoder: Encoder
+    classes: list[Any]
+    hidden: int
+    net: Any
+
+    def predict_proba(self, frame: pd.DataFrame) -> np.ndarray:
+        import torch
+
+        self.net.eval()
+        with torch.no_grad():
+            logits = self.net(torch.from_numpy(self.encoder.transform(frame)))
+            return torch.softmax(logits, dim=1).numpy().astype("float64")
+
+    def predict(self, frame: pd.DataFrame) -> list[Any]:
+        return [self.classes[i] for i in self.predict_proba(frame).argmax(axis=1)]
+
+    def to_bytes(self) -> bytes:
+        import torch
+
+        buffer = io.BytesIO()
+        torch.save({"state_dict": self.net.state_dict(), "encoder": self.encoder.to_dict(),
+                    "classes": self.classes, "hidden": self.hidden}, buffer)
+        return buffer.getvalue()
+
+    @classmethod
+    def from_bytes(cls, raw: bytes) -> "TabularClassifier":
+        import torch
+
+        data = torch.load(io.BytesIO(raw), weights_only=True)
+        encoder = Encoder.from_dict(data["encoder"])
+        net = build_mlp(encoder.width, len(data["classes"]), data["hidden"])
+        net.load_state_dict(data["state_dict"])
+        return cls(encoder, list(data["classes"]), data["hidden"], net)
+
+
+def train_tabular_classifier(
+    frame: pd.DataFrame,
+    labels: list[Any],
+    *,
+    feature_types: dict[str, str],
+    classes: list[Any],
+    hidden: int = 32,
+    epochs: int = 30,
+    batch_size: int = 256,
+    lr: float = 1e-2,
+    seed: int = 0,
+) -> TabularClassifier:
+    """Adam on cross-entropy; deterministic for a given seed."""
+    import torch
+
+    torch.manual_seed(seed)
+    encoder = Encoder.fit(frame, feature_types)
+    x = torch.from_numpy(encoder.transform(frame))
+    index = {str(c): i for i, c in enumerate(classes)}
+    y = torch.tensor([index[str(v)] for v in labels], dtype=torch.long)
+    net = build_mlp(encoder.width, len(classes), hidden)
+    optimizer = torch.optim.Adam(net.parameters(), lr=lr)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    generator = torch.Generator().manual_seed(seed)
+    for _ in range(epochs):
+        order = torch.randperm(len(x), generator=generator)
+        for start in range(0, len(x), batch_size):
+            batch = order[start : start + batch_size]
+            optimizer.zero_grad()
+            loss_fn(net(x[batch]), y[batch]).backward()
+            optimizer.step()
+    return TabularClassifier(encoder, list(classes), hidden, net)
