@@ -28,13 +28,29 @@ def demo_frame(n: int, *, drift: float = 0.0, seed: int = 0) -> tuple[pd.DataFra
     contract = rng.choice(CONTRACTS, n, p=contract_p / contract_p.sum())
     region = rng.choice(REGIONS, n)
     # The true relation also moves with drift (concept drift), so accuracy really drops.
-    logit = (-1.5 - 0.05 * tenure + 0.03 * (charges - 60) + 0.5 * calls
-             + np.where(contract == "monthly", 1.2, -0.8) + drift * 1.5 * (region == "south"))
+    logit = (
+        -1.5
+        - 0.05 * tenure
+        + 0.03 * (charges - 60)
+        + 0.5 * calls
+        + np.where(contract == "monthly", 1.2, -0.8)
+        + drift * 1.5 * (region == "south")
+    )
     churn = rng.random(n) < 1 / (1 + np.exp(-logit))
-    frame = pd.DataFrame({"tenure_months": tenure.round(1), "monthly_charges": charges.round(2),
-                          "support_calls": calls, "contract": contract, "region": region})
+    frame = pd.DataFrame(
+        {
+            "tenure_months": tenure.round(1),
+            "monthly_charges": charges.round(2),
+            "support_calls": calls,
+            "contract": contract,
+            "region": region,
+        }
+    )
     return frame, ["churn" if c else "stay" for c in churn]
 
 
 def frame_rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    return [{k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()} for row in frame.to_dict("records")]
+    return [
+        {k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()}
+        for row in frame.to_dict("records")
+    ]

@@ -53,8 +53,6 @@ class HasScope(permissions.BasePermission):
             raise exceptions.NotAuthenticated()
         needed = getattr(view, "required_scopes", {}).get(request.method or "", "admin")
         if not token.allows(needed):
-            self.message = (
-                f"this request needs a token with scope '{needed}' (this one has '{token.scope}')"
-            )
+            self.message = f"this request needs a token with scope '{needed}' (this one has '{token.scope}')"
             return False
         return True

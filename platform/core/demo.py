@@ -43,20 +43,31 @@ def demo_model_ensure() -> bool:
     predicted = [DEMO_CLASSES[i] for i in proba.argmax(axis=1)]
     accuracy = sum(p == t for p, t in zip(predicted, labels[3000:], strict=True)) / len(predicted)
     with transaction.atomic():
-        model = model_register(data={
-            "name": DEMO_MODEL, "task": "classification", "classes": DEMO_CLASSES,
-            "features": [{"name": n, "type": t} for n, t in DEMO_FEATURES.items()],
-            "description": "Demo: PyTorch MLP predicting customer churn; its traffic drifts slowly.",
-        })
+        model = model_register(
+            data={
+                "name": DEMO_MODEL,
+                "task": "classification",
+                "classes": DEMO_CLASSES,
+                "features": [{"name": n, "type": t} for n, t in DEMO_FEATURES.items()],
+                "description": "Demo: PyTorch MLP predicting customer churn; its traffic drifts slowly.",
+            }
+        )
         version_create(
-            model=model, artifact=ContentFile(clf.to_bytes(), name="model.pt"), champion=True,
-            metrics={"accuracy": round(accuracy, 4)}, source="demo seed",
+            model=model,
+            artifact=ContentFile(clf.to_bytes(), name="model.pt"),
+            champion=True,
+            metrics={"accuracy": round(accuracy, 4)},
+            source="demo seed",
             config={"builder": "workers.training.tabular", "hidden": clf.hidden, "epochs": 30},
             training_samples=len(train),
         )
         rows = [
-            {"features": f, "label": y, "prediction": p,
-             "probabilities": {c: float(proba[i, j]) for j, c in enumerate(DEMO_CLASSES)}}
+            {
+                "features": f,
+                "label": y,
+                "prediction": p,
+                "probabilities": {c: float(proba[i, j]) for j, c in enumerate(DEMO_CLASSES)},
+            }
             for i, (f, y, p) in enumerate(zip(frame_rows(holdout), labels[3000:], predicted, strict=True))
         ]
         reference_upload(model=model, rows=rows, source="demo holdout")

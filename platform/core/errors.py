@@ -30,9 +30,7 @@ class InvalidInput(APIException):
         self.errors = errors
         first = errors[0]
         where = f"row {first.row}, " if first.row is not None else ""
-        super().__init__(
-            f"{len(errors)} invalid value(s); first: {where}{first.field}: {first.message}"
-        )
+        super().__init__(f"{len(errors)} invalid value(s); first: {where}{first.field}: {first.message}")
 
 
 class Conflict(APIException):

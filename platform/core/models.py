@@ -17,9 +17,7 @@ def hash_token(secret: str) -> str:
 
 
 class ApiToken(models.Model):
-    user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
-    )
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
     name = models.CharField(max_length=100, blank=True)
     scope = models.CharField(max_length=10, choices=Scope.choices)
     prefix = models.CharField(max_length=12, help_text="First characters, to recognise the token")

@@ -20,9 +20,7 @@ urlpatterns = [
     ),
     path(
         "api/docs/",
-        SpectacularSwaggerView.as_view(
-            url_name="schema", permission_classes=[], authentication_classes=[]
-        ),
+        SpectacularSwaggerView.as_view(url_name="schema", permission_classes=[], authentication_classes=[]),
         name="api-docs",
     ),
     path("", include("dashboard.urls")),

@@ -11,12 +11,8 @@ from registry.selectors import model_get
 
 
 class SampleIn(serializers.Serializer):
-    id = serializers.CharField(
-        help_text="unique per model; a retry with the same id is a duplicate"
-    )
-    timestamp = serializers.DateTimeField(
-        required=False, help_text="ISO 8601 with offset, or epoch s"
-    )
+    id = serializers.CharField(help_text="unique per model; a retry with the same id is a duplicate")
+    timestamp = serializers.DateTimeField(required=False, help_text="ISO 8601 with offset, or epoch s")
     features = serializers.DictField()
     prediction = serializers.JSONField()
     probabilities = serializers.DictField(child=serializers.FloatField(), required=False)

@@ -139,9 +139,7 @@ def labels_ingest(*, model: RegisteredModel, body: Any) -> LabelResult:
     rows = require_list(body, "labels", max_rows=settings.DRIFTWATCH_MAX_BATCH_ROWS)
     labels = clean_labels(rows, model_schema(model))
     now = timezone.now()
-    objs = [
-        GroundTruth(model=model, sample_id=k, label=v, received_at=now) for k, v in labels.items()
-    ]
+    objs = [GroundTruth(model=model, sample_id=k, label=v, received_at=now) for k, v in labels.items()]
     with transaction.atomic():
         GroundTruth.objects.bulk_create(
             objs,

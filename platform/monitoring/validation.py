@@ -67,9 +67,7 @@ def require_list(body: Any, key: str, *, max_rows: int) -> list[Any]:
     if not rows:
         raise InvalidInput([FieldError(None, key, "must not be empty")])
     if len(rows) > max_rows:
-        raise InvalidInput(
-            [FieldError(None, key, f"at most {max_rows} rows per request, got {len(rows)}")]
-        )
+        raise InvalidInput([FieldError(None, key, f"at most {max_rows} rows per request, got {len(rows)}")])
     return rows
 
 
@@ -107,9 +105,7 @@ def clean_timestamp(value: Any, row: int, errors: Collector, now: datetime) -> d
             errors.add(row, "timestamp", f"not an ISO 8601 datetime: {value[:40]!r}")
             return None
         if ts.tzinfo is None:
-            errors.add(
-                row, "timestamp", "must include a timezone offset (e.g. 2026-01-31T12:00:00Z)"
-            )
+            errors.add(row, "timestamp", "must include a timezone offset (e.g. 2026-01-31T12:00:00Z)")
             return None
     else:
         errors.add(row, "timestamp", "must be an ISO 8601 string or epoch seconds")
@@ -120,9 +116,7 @@ def clean_timestamp(value: Any, row: int, errors: Collector, now: datetime) -> d
     return ts
 
 
-def clean_features(
-    value: Any, row: int, errors: Collector, schema: Schema
-) -> dict[str, Any] | None:
+def clean_features(value: Any, row: int, errors: Collector, schema: Schema) -> dict[str, Any] | None:
     """Missing values are allowed as null; non-finite numbers count as missing (stored as null)."""
     if not isinstance(value, dict):
         errors.add(row, "features", "required: an object of feature values")
@@ -204,17 +198,13 @@ def clean_probabilities(
             return False, None
         total += p
     complete = len(value) == len(lookup)
-    if total > 1 + PROBABILITY_SUM_TOLERANCE or (
-        complete and total < 1 - PROBABILITY_SUM_TOLERANCE
-    ):
+    if total > 1 + PROBABILITY_SUM_TOLERANCE or (complete and total < 1 - PROBABILITY_SUM_TOLERANCE):
         errors.add(row, "probabilities", f"must sum to 1 (got {total:.6g})")
         return False, None
     return True, {str(k): float(p) for k, p in value.items()}
 
 
-def clean_samples(
-    rows: list[Any], schema: Schema, *, versions: set[int], now: datetime
-) -> list[CleanSample]:
+def clean_samples(rows: list[Any], schema: Schema, *, versions: set[int], now: datetime) -> list[CleanSample]:
     """Validate a predictions batch. Raises InvalidInput listing every bad (row, field)."""
     errors = Collector()
     lookup = schema.class_lookup()
@@ -228,9 +218,7 @@ def clean_samples(
         sample_id = clean_id(raw.get("id"), i, errors)
         ts = clean_timestamp(raw.get("timestamp"), i, errors, now)
         features = clean_features(raw.get("features"), i, errors, schema)
-        ok_pred, prediction = clean_target(
-            raw.get("prediction"), i, errors, schema, "prediction", lookup
-        )
+        ok_pred, prediction = clean_target(raw.get("prediction"), i, errors, schema, "prediction", lookup)
         ok_proba, proba = (True, None)
         if "probabilities" in raw:
             if schema.is_classification:

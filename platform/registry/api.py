@@ -32,6 +32,8 @@ ModelIn = inline_serializer(
         "description": serializers.CharField(required=False),
     },
 )
+
+
 class ModelOut(serializers.Serializer):
     name = serializers.CharField()
     task = serializers.CharField()
@@ -95,9 +97,7 @@ class ReferenceView(ScopedAPIView):
         model = selectors.model_get(name=name)
         rows = _reference_rows(request, model)
         reference = services.reference_upload(model=model, rows=rows)
-        return Response(
-            {"id": reference.pk, "rows": reference.rows}, status=status.HTTP_201_CREATED
-        )
+        return Response({"id": reference.pk, "rows": reference.rows}, status=status.HTTP_201_CREATED)
 
 
 def _reference_rows(request: Request, model: RegisteredModel) -> list[Any]:

@@ -59,15 +59,11 @@ def artifact_path(instance: "ModelVersion", filename: str) -> str:
 class ModelVersion(models.Model):
     model = models.ForeignKey(RegisteredModel, on_delete=models.CASCADE, related_name="versions")
     version = models.PositiveIntegerField()
-    status = models.CharField(
-        max_length=10, choices=VersionStatus.choices, default=VersionStatus.CANDIDATE
-    )
+    status = models.CharField(max_length=10, choices=VersionStatus.choices, default=VersionStatus.CANDIDATE)
     artifact = models.FileField(upload_to=artifact_path, blank=True)
     artifact_sha256 = models.CharField(max_length=64, blank=True)
     metrics = models.JSONField(default=dict, blank=True)
-    config = models.JSONField(
-        default=dict, blank=True, help_text="how to build and train this version"
-    )
+    config = models.JSONField(default=dict, blank=True, help_text="how to build and train this version")
     # Lineage: where this version came from.
     parent = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children"

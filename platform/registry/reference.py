@@ -74,9 +74,7 @@ def csv_to_rows(text: str, schema: Schema) -> list[dict[str, Any]]:
         if "label" not in header:
             problems.append(FieldError(None, "label", "missing CSV column"))
         raise InvalidInput(problems)
-    known = (
-        set(schema.feature_types) | {"label", "prediction"} | {f"proba_{c}" for c in schema.classes}
-    )
+    known = set(schema.feature_types) | {"label", "prediction"} | {f"proba_{c}" for c in schema.classes}
     unknown = [name for name in header if name not in known]
     if unknown:
         raise InvalidInput([FieldError(None, name, "unknown CSV column") for name in unknown])

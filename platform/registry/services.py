@@ -37,17 +37,11 @@ def _schema_errors(data: dict[str, Any]) -> list[FieldError]:
         features = []
     seen: set[str] = set()
     for i, feature in enumerate(features):
-        if (
-            not isinstance(feature, dict)
-            or not isinstance(feature.get("name"), str)
-            or not feature["name"]
-        ):
+        if not isinstance(feature, dict) or not isinstance(feature.get("name"), str) or not feature["name"]:
             errors.append(FieldError(i, "features.name", "required: a non-empty string"))
             continue
         if feature["name"] in seen or feature["name"].startswith("__"):
-            errors.append(
-                FieldError(i, "features.name", f"duplicate or reserved name {feature['name']!r}")
-            )
+            errors.append(FieldError(i, "features.name", f"duplicate or reserved name {feature['name']!r}"))
         seen.add(feature["name"])
         if feature.get("type") not in FeatureType.values:
             errors.append(FieldError(i, "features.type", f"must be one of {FeatureType.values}"))
@@ -58,9 +52,7 @@ def _schema_errors(data: dict[str, Any]) -> list[FieldError]:
             or len(classes) < 2
             or len({str(c) for c in classes}) != len(classes)
         ):
-            errors.append(
-                FieldError(None, "classes", "classification needs at least two distinct classes")
-            )
+            errors.append(FieldError(None, "classes", "classification needs at least two distinct classes"))
         elif not all(isinstance(c, str | int) and not isinstance(c, bool) for c in classes):
             errors.append(FieldError(None, "classes", "class labels must be strings or integers"))
     elif classes:
@@ -88,9 +80,7 @@ def model_register(*, data: Any) -> RegisteredModel:
         raise Conflict(f"a model named {data['name']!r} already exists") from None
 
 
-def reference_upload(
-    *, model: RegisteredModel, rows: list[Any], source: str = "api"
-) -> ReferenceDataset:
+def reference_upload(*, model: RegisteredModel, rows: list[Any], source: str = "api") -> ReferenceDataset:
     """Validate rows, store them as Parquet and make them the model's active reference."""
     frame = clean_reference_rows(rows, model_schema(model))
     champion = ModelVersion.objects.filter(model=model, status=VersionStatus.CHAMPION).first()
@@ -103,9 +93,7 @@ def reference_upload(
             columns=list(frame.columns),
             source=source,
         )
-        reference.file.save(
-            f"{uuid.uuid4().hex}.parquet", ContentFile(frame_to_parquet(frame)), save=False
-        )
+        reference.file.save(f"{uuid.uuid4().hex}.parquet", ContentFile(frame_to_parquet(frame)), save=False)
         reference.save()
     return reference
 
@@ -125,9 +113,7 @@ def version_create(
     with transaction.atomic():
         # Lock the model row so concurrent uploads get distinct version numbers.
         RegisteredModel.objects.select_for_update().get(pk=model.pk)
-        number = (
-            ModelVersion.objects.filter(model=model).aggregate(m=Max("version"))["m"] or 0
-        ) + 1
+        number = (ModelVersion.objects.filter(model=model).aggregate(m=Max("version"))["m"] or 0) + 1
         version = ModelVersion(
             model=model,
             version=number,
@@ -139,13 +125,9 @@ def version_create(
         )
         if artifact is not None:
             version.artifact_sha256 = _sha256(artifact)
-            version.artifact.save(
-                getattr(artifact, "name", None) or "model.bin", artifact, save=False
-            )
+            version.artifact.save(getattr(artifact, "name", None) or "model.bin", artifact, save=False)
         version.save()
-        has_champion = ModelVersion.objects.filter(
-            model=model, status=VersionStatus.CHAMPION
-        ).exists()
+        has_champion = ModelVersion.objects.filter(model=model, status=VersionStatus.CHAMPION).exists()
         if champion or not has_champion:
             version_promote(version=version)
     return version
@@ -162,9 +144,9 @@ def _sha256(artifact: UploadedFile | ContentFile) -> str:
 def version_promote(*, version: ModelVersion) -> ModelVersion:
     """Move the champion alias to this version; the previous champion is retired."""
     with transaction.atomic():
-        ModelVersion.objects.filter(
-            model_id=version.model_id, status=VersionStatus.CHAMPION
-        ).exclude(pk=version.pk).update(status=VersionStatus.RETIRED)
+        ModelVersion.objects.filter(model_id=version.model_id, status=VersionStatus.CHAMPION).exclude(
+            pk=version.pk
+        ).update(status=VersionStatus.RETIRED)
         version.status = VersionStatus.CHAMPION
         version.promoted_at = timezone.now()
         version.save(update_fields=["status", "promoted_at"])

@@ -18,7 +18,10 @@ FEATURES = [
 
 
 def make_model(name: str = "churn", task: str = "classification", **kwargs: Any) -> RegisteredModel:
-    defaults: dict[str, Any] = {"features": FEATURES, "classes": ["no", "yes"] if task == "classification" else []}
+    defaults: dict[str, Any] = {
+        "features": FEATURES,
+        "classes": ["no", "yes"] if task == "classification" else [],
+    }
     defaults.update(kwargs)
     return RegisteredModel.objects.create(name=name, task=task, **defaults)
 
@@ -68,6 +71,10 @@ def celery_worker(transactional_db: None) -> Iterator[object]:
     from workers.celery_app import app
 
     with start_worker(
-        app, pool="solo", perform_ping_check=False, queues=[queues.DEFAULT, queues.CHECKS], shutdown_timeout=30
+        app,
+        pool="solo",
+        perform_ping_check=False,
+        queues=[queues.DEFAULT, queues.CHECKS],
+        shutdown_timeout=30,
     ) as worker:
         yield worker

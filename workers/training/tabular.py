@@ -50,11 +50,18 @@ class Encoder:
             values = frame[name].astype(str).to_numpy()
             vocab = np.asarray(self.vocab[name], dtype=object)
             parts.append((values[:, None] == vocab[None, :]).astype("float64"))
-        return np.concatenate(parts, axis=1).astype("float32") if parts else np.zeros((len(frame), 0), "float32")
+        return (
+            np.concatenate(parts, axis=1).astype("float32") if parts else np.zeros((len(frame), 0), "float32")
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"numerical": self.numerical, "categorical": self.categorical, "means": self.means,
-                "stds": self.stds, "vocab": self.vocab}
+        return {
+            "numerical": self.numerical,
+            "categorical": self.categorical,
+            "means": self.means,
+            "stds": self.stds,
+            "vocab": self.vocab,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Encoder":
@@ -64,8 +71,13 @@ class Encoder:
 def build_mlp(in_features: int, n_classes: int, hidden: int = 32) -> Any:
     import torch.nn as nn  # lazy: torch costs ~1 s to import
 
-    return nn.Sequential(nn.Linear(in_features, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(),
-                         nn.Linear(hidden, n_classes))
+    return nn.Sequential(
+        nn.Linear(in_features, hidden),
+        nn.ReLU(),
+        nn.Linear(hidden, hidden),
+        nn.ReLU(),
+        nn.Linear(hidden, n_classes),
+    )
 
 
 @dataclass
@@ -90,8 +102,15 @@ class TabularClassifier:
         import torch
 
         buffer = io.BytesIO()
-        torch.save({"state_dict": self.net.state_dict(), "encoder": self.encoder.to_dict(),
-                    "classes": self.classes, "hidden": self.hidden}, buffer)
+        torch.save(
+            {
+                "state_dict": self.net.state_dict(),
+                "encoder": self.encoder.to_dict(),
+                "classes": self.classes,
+                "hidden": self.hidden,
+            },
+            buffer,
+        )
         return buffer.getvalue()
 
     @classmethod

@@ -42,14 +42,23 @@ def test_revoked_token_is_a_401(client_for: Callable[[str], APIClient], churn: R
     ],
 )
 def test_scopes_gate_each_endpoint(
-    client_for: Callable[[str], APIClient], churn: RegisteredModel, scope: str, method: str, url: str, expected: int
+    client_for: Callable[[str], APIClient],
+    churn: RegisteredModel,
+    scope: str,
+    method: str,
+    url: str,
+    expected: int,
 ) -> None:
     client = client_for(scope)
-    response = getattr(client, method)(url, {"samples": [make_sample(1)]} if method == "post" else None, format="json")
+    response = getattr(client, method)(
+        url, {"samples": [make_sample(1)]} if method == "post" else None, format="json"
+    )
     assert response.status_code == expected, response.content
 
 
-def test_wrong_scope_names_the_scope_needed(client_for: Callable[[str], APIClient], churn: RegisteredModel) -> None:
+def test_wrong_scope_names_the_scope_needed(
+    client_for: Callable[[str], APIClient], churn: RegisteredModel
+) -> None:
     response = client_for("read").post(PREDICTIONS, {"samples": [make_sample(1)]}, format="json")
     assert "ingest" in response.json()["detail"]
 

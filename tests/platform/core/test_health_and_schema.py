@@ -28,8 +28,13 @@ def test_openapi_schema_lists_the_ingestion_endpoints(db: None) -> None:
     response = Client().get("/api/schema/", HTTP_ACCEPT="application/json")
     assert response.status_code == 200
     paths = response.json()["paths"]
-    for path in ("/api/v1/models", "/api/v1/models/{name}/predictions", "/api/v1/models/{name}/labels",
-                 "/api/v1/models/{name}/reference", "/api/v1/models/{name}/versions"):
+    for path in (
+        "/api/v1/models",
+        "/api/v1/models/{name}/predictions",
+        "/api/v1/models/{name}/labels",
+        "/api/v1/models/{name}/reference",
+        "/api/v1/models/{name}/versions",
+    ):
         assert path in paths
 
 

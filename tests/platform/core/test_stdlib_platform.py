@@ -18,7 +18,11 @@ def test_platform_is_the_stdlib_module_under_pytest() -> None:
 def test_platform_is_the_stdlib_module_inside_the_django_app() -> None:
     code = "import platform, registry.models; print('VERSION', platform.python_version(), platform.__file__)"
     stdout = subprocess.run(
-        [sys.executable, "manage.py", "shell", "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+        [sys.executable, "manage.py", "shell", "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     line = next(line for line in stdout.splitlines() if line.startswith("VERSION "))
     _, version, module_file = line.split()

@@ -17,7 +17,10 @@ def send_labels(client: APIClient, labels: list[dict[str, Any]], url: str = LABE
 
 def joined(model: RegisteredModel) -> dict[str, Any]:
     labels = dict(GroundTruth.objects.filter(model=model).values_list("sample_id", "label"))
-    return {s: labels.get(s) for s in PredictionSample.objects.filter(model=model).values_list("sample_id", flat=True)}
+    return {
+        s: labels.get(s)
+        for s in PredictionSample.objects.filter(model=model).values_list("sample_id", flat=True)
+    }
 
 
 def test_labels_after_predictions_are_matched(ingest: APIClient, churn: RegisteredModel) -> None:
@@ -33,7 +36,9 @@ def test_labels_before_predictions_are_pending_then_joined(ingest: APIClient, ch
     assert joined(churn) == {"s5": "yes"}
 
 
-def test_a_resent_label_is_stored_once_with_its_latest_value(ingest: APIClient, churn: RegisteredModel) -> None:
+def test_a_resent_label_is_stored_once_with_its_latest_value(
+    ingest: APIClient, churn: RegisteredModel
+) -> None:
     send_labels(ingest, [{"id": "s1", "label": "no"}])
     send_labels(ingest, [{"id": "s1", "label": "yes"}])
     assert list(GroundTruth.objects.filter(model=churn).values_list("label", flat=True)) == ["yes"]
@@ -43,7 +48,9 @@ def test_a_resent_label_is_stored_once_with_its_latest_value(ingest: APIClient, 
     ("label", "message"),
     [("maybe", "unknown class"), (None, "classes"), ({"a": 1}, "classes")],
 )
-def test_bad_classification_label_is_rejected(ingest: APIClient, churn: RegisteredModel, label: Any, message: str) -> None:
+def test_bad_classification_label_is_rejected(
+    ingest: APIClient, churn: RegisteredModel, label: Any, message: str
+) -> None:
     response = send_labels(ingest, [{"id": "a", "label": "yes"}, {"id": "b", "label": label}])
     assert response.status_code == 400
     error = response.json()["errors"][0]
@@ -57,7 +64,11 @@ def test_nan_label_is_rejected_for_regression(ingest: APIClient, db: None) -> No
     raw = b'{"labels": [{"id": "a", "label": 3.5}, {"id": "b", "label": NaN}]}'
     response = ingest.post("/api/v1/models/price/labels", raw, content_type="application/json")
     assert response.status_code == 400
-    assert response.json()["errors"][0] == {"row": 1, "field": "label", "message": "must be finite (NaN and infinity are rejected)"}
+    assert response.json()["errors"][0] == {
+        "row": 1,
+        "field": "label",
+        "message": "must be finite (NaN and infinity are rejected)",
+    }
     assert not GroundTruth.objects.exists()
 
 
@@ -69,6 +80,8 @@ def test_label_without_id_is_rejected(ingest: APIClient, churn: RegisteredModel)
 
 def test_integer_classes_accept_their_string_form(ingest: APIClient, db: None) -> None:
     make_model(name="digits", classes=[0, 1, 2])
-    response = send_labels(ingest, [{"id": "a", "label": 2}, {"id": "b", "label": "1"}], url="/api/v1/models/digits/labels")
+    response = send_labels(
+        ingest, [{"id": "a", "label": 2}, {"id": "b", "label": "1"}], url="/api/v1/models/digits/labels"
+    )
     assert response.status_code == 200
     assert sorted(GroundTruth.objects.values_list("label", flat=True)) == [1, 2]

@@ -21,7 +21,9 @@ def test_valid_batch_is_stored(ingest: APIClient, churn: RegisteredModel) -> Non
     assert PredictionSample.objects.filter(model=churn).count() == 50
 
 
-def test_retried_batch_is_stored_once_and_reported_as_duplicates(ingest: APIClient, churn: RegisteredModel) -> None:
+def test_retried_batch_is_stored_once_and_reported_as_duplicates(
+    ingest: APIClient, churn: RegisteredModel
+) -> None:
     batch = [make_sample(i) for i in range(20)]
     post(ingest, batch)
     response = post(ingest, batch[10:] + [make_sample(i) for i in range(20, 25)])
@@ -139,7 +141,9 @@ def test_regression_prediction_must_be_a_finite_number(ingest: APIClient, db: No
     assert bad.status_code == 400 and bad.json()["errors"][0]["field"] == "prediction"
 
 
-def test_sample_without_version_is_attributed_to_the_champion(ingest: APIClient, churn: RegisteredModel) -> None:
+def test_sample_without_version_is_attributed_to_the_champion(
+    ingest: APIClient, churn: RegisteredModel
+) -> None:
     from registry.services import version_create
 
     champion = version_create(model=churn)

@@ -30,7 +30,10 @@ def test_registering_a_taken_name_is_a_409(ingest: APIClient) -> None:
         ({"task": "ranking"}, "task"),
         ({"features": []}, "features"),
         ({"features": [{"name": "a", "type": "text"}]}, "features.type"),
-        ({"features": [{"name": "a", "type": "numerical"}, {"name": "a", "type": "numerical"}]}, "features.name"),
+        (
+            {"features": [{"name": "a", "type": "numerical"}, {"name": "a", "type": "numerical"}]},
+            "features.name",
+        ),
         ({"classes": ["only"]}, "classes"),
         ({"name": "bad name!"}, "name"),
     ],
@@ -67,7 +70,9 @@ def test_reference_rows_are_stored_as_parquet(ingest: APIClient, churn: Register
 def test_a_new_reference_replaces_the_active_one(ingest: APIClient, churn: RegisteredModel) -> None:
     ingest.post("/api/v1/models/churn/reference", {"rows": reference_rows(5)}, format="json")
     ingest.post("/api/v1/models/churn/reference", {"rows": reference_rows(7)}, format="json")
-    assert list(ReferenceDataset.objects.filter(model=churn, is_active=True).values_list("rows", flat=True)) == [7]
+    assert list(
+        ReferenceDataset.objects.filter(model=churn, is_active=True).values_list("rows", flat=True)
+    ) == [7]
 
 
 def test_reference_csv_upload(ingest: APIClient, churn: RegisteredModel) -> None:
@@ -87,14 +92,22 @@ def test_reference_with_a_bad_row_stores_nothing(ingest: APIClient, churn: Regis
     assert not ReferenceDataset.objects.exists()
 
 
-def test_reference_csv_with_a_bad_number_names_row_and_column(ingest: APIClient, churn: RegisteredModel) -> None:
+def test_reference_csv_with_a_bad_number_names_row_and_column(
+    ingest: APIClient, churn: RegisteredModel
+) -> None:
     csv = "age,income,city,label\n30,1,paris,yes\nold,2,lyon,no\n"
     response = ingest.post("/api/v1/models/churn/reference", csv, content_type="text/csv")
     assert response.status_code == 400
-    assert response.json()["errors"][0] == {"row": 1, "field": "features.age", "message": "not a number: 'old'"}
+    assert response.json()["errors"][0] == {
+        "row": 1,
+        "field": "features.age",
+        "message": "not a number: 'old'",
+    }
 
 
-def test_first_version_becomes_champion_and_artifact_is_hashed(ingest: APIClient, churn: RegisteredModel) -> None:
+def test_first_version_becomes_champion_and_artifact_is_hashed(
+    ingest: APIClient, churn: RegisteredModel
+) -> None:
     from django.core.files.uploadedfile import SimpleUploadedFile
 
     artifact = SimpleUploadedFile("model.pt", b"weights")

@@ -35,8 +35,12 @@ class Command(BaseCommand):
             proba = clf.predict_proba(frame)
             ids = [f"{run}-{sent}-{i}" for i in range(len(frame))]
             samples = [
-                {"id": sid, "features": f, "prediction": DEMO_CLASSES[int(p.argmax())],
-                 "probabilities": {c: float(p[j]) for j, c in enumerate(DEMO_CLASSES)}}
+                {
+                    "id": sid,
+                    "features": f,
+                    "prediction": DEMO_CLASSES[int(p.argmax())],
+                    "probabilities": {c: float(p[j]) for j, c in enumerate(DEMO_CLASSES)},
+                }
                 for sid, f, p in zip(ids, frame_rows(frame), proba, strict=True)
             ]
             result = self._post(opts, "predictions", {"samples": samples})
@@ -53,7 +57,9 @@ class Command(BaseCommand):
     @staticmethod
     def _post(opts: dict[str, Any], what: str, body: dict[str, Any]) -> dict[str, Any]:
         request = urllib.request.Request(
-            f"{opts['url']}/api/v1/models/{DEMO_MODEL}/{what}", data=json.dumps(body).encode(), method="POST",
+            f"{opts['url']}/api/v1/models/{DEMO_MODEL}/{what}",
+            data=json.dumps(body).encode(),
+            method="POST",
             headers={"Authorization": f"Bearer {opts['token']}", "Content-Type": "application/json"},
         )
         # Retries are safe: sample ids make the request idempotent.

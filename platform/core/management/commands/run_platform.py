@@ -48,9 +48,22 @@ class Command(BaseCommand):
             self._stop(children)
             raise SystemExit(1)
         if seed is not None:
-            children.append(("demo traffic", self._spawn([
-                sys.executable, "manage.py", "demo_traffic", "--url", url, "--token", seed.ingest_token,
-            ])))
+            children.append(
+                (
+                    "demo traffic",
+                    self._spawn(
+                        [
+                            sys.executable,
+                            "manage.py",
+                            "demo_traffic",
+                            "--url",
+                            url,
+                            "--token",
+                            seed.ingest_token,
+                        ]
+                    ),
+                )
+            )
         self._banner(url, seed)
         while not stopping:
             dead = [name for name, proc in children if proc.poll() is not None]
@@ -62,11 +75,38 @@ class Command(BaseCommand):
 
     def _start_services(self, opts: dict[str, Any]) -> list[tuple[str, subprocess.Popen[bytes]]]:
         python = sys.executable
-        web = [python, "-m", "gunicorn", "driftwatch.wsgi:application", "--pythonpath", f"{ROOT}/platform,{ROOT}",
-               "--bind", f"{opts['host']}:{opts['port']}", "--workers", str(opts["web_workers"]),
-               "--timeout", "120", "--access-logfile", "-"]
-        worker = [python, "-m", "celery", "-A", "workers.celery_app", "worker", "-l", "info",
-                  "-Q", f"{queues.DEFAULT},{queues.CHECKS}", "--concurrency", "2", "-n", "cpu@%h"]
+        web = [
+            python,
+            "-m",
+            "gunicorn",
+            "driftwatch.wsgi:application",
+            "--pythonpath",
+            f"{ROOT}/platform,{ROOT}",
+            "--bind",
+            f"{opts['host']}:{opts['port']}",
+            "--workers",
+            str(opts["web_workers"]),
+            "--timeout",
+            "120",
+            "--access-logfile",
+            "-",
+        ]
+        worker = [
+            python,
+            "-m",
+            "celery",
+            "-A",
+            "workers.celery_app",
+            "worker",
+            "-l",
+            "info",
+            "-Q",
+            f"{queues.DEFAULT},{queues.CHECKS}",
+            "--concurrency",
+            "2",
+            "-n",
+            "cpu@%h",
+        ]
         beat = [python, "-m", "celery", "-A", "workers.celery_app", "beat", "-l", "info"]
         return [("web", self._spawn(web)), ("worker", self._spawn(worker)), ("beat", self._spawn(beat))]
 
@@ -75,7 +115,9 @@ class Command(BaseCommand):
         # Own session: the terminal's Ctrl-C reaches only us, and we stop children in order.
         return subprocess.Popen(cmd, cwd=ROOT, start_new_session=True)
 
-    def _wait_healthy(self, url: str, children: list[tuple[str, subprocess.Popen[bytes]]], stopping: Any) -> bool:
+    def _wait_healthy(
+        self, url: str, children: list[tuple[str, subprocess.Popen[bytes]]], stopping: Any
+    ) -> bool:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not stopping():
             if any(proc.poll() is not None for _, proc in children):

@@ -14,5 +14,7 @@ class Command(BaseCommand):
             self.stdout.write(f"admin login: {seed.admin_username} / {seed.admin_password}")
         else:
             self.stdout.write(f"admin login: {seed.admin_username} (existing; password unchanged)")
-        self.stdout.write(f"demo model: {'trained and registered' if seed.created_model else 'already there'}")
+        self.stdout.write(
+            f"demo model: {'trained and registered' if seed.created_model else 'already there'}"
+        )
         self.stdout.write(f"INGEST_TOKEN={seed.ingest_token}")
