@@ -1,10 +1,10 @@
 """Writes for monitoring: prediction and label ingestion (all-or-nothing, idempotent)."""
 
-import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import orjson
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
@@ -67,10 +67,15 @@ _INSERT_SAMPLES_SQL = """
 INSERT INTO monitoring_predictionsample
     (model_id, version_id, sample_id, timestamp, received_at, features, prediction, probabilities)
 SELECT %s, u.v, u.s, u.t, %s, u.f, u.p, u.pr
-FROM unnest(%s::bigint[], %s::text[], %s::timestamptz[], %s::jsonb[], %s::jsonb[], %s::jsonb[])
+FROM unnest(%b::bigint[], %b::text[], %b::timestamptz[], %b::text[]::jsonb[],
+             %b::text[]::jsonb[], %b::text[]::jsonb[])
     AS u(v, s, t, f, p, pr)
 ON CONFLICT (model_id, sample_id) DO NOTHING
 """
+
+
+def _dumps(value: Any) -> str:
+    return orjson.dumps(value).decode()
 
 
 def _insert_samples_postgres(
@@ -79,16 +84,15 @@ def _insert_samples_postgres(
     """One statement with array parameters; ON CONFLICT makes concurrent retries safe."""
     import psycopg  # the PostgreSQL driver; only on this code path
 
-    dumps = json.dumps
     params = (
         model_id,
         now,
         [v for v, _ in records],
         [s.sample_id for _, s in records],
         [s.timestamp for _, s in records],
-        [dumps(s.features) for _, s in records],
-        [dumps(s.prediction) for _, s in records],
-        [None if s.probabilities is None else dumps(s.probabilities) for _, s in records],
+        [_dumps(s.features) for _, s in records],
+        [_dumps(s.prediction) for _, s in records],
+        [None if s.probabilities is None else _dumps(s.probabilities) for _, s in records],
     )
     connection.ensure_connection()
     with transaction.atomic():
