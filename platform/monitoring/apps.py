@@ -1,6 +1,18 @@
+from typing import Any
+
 from django.apps import AppConfig
+from django.db.models.signals import post_migrate
+
+
+def _ensure_beat(sender: AppConfig, **kwargs: Any) -> None:
+    from monitoring.scheduling import beat_schedule_ensure
+
+    beat_schedule_ensure()
 
 
 class MonitoringConfig(AppConfig):
     name = "monitoring"
     verbose_name = "Monitoring"
+
+    def ready(self) -> None:
+        post_migrate.connect(_ensure_beat, sender=self)

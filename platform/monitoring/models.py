@@ -41,3 +41,189 @@ class GroundTruth(models.Model):
 
     def __str__(self) -> str:
         return f"{self.model_id}:{self.sample_id}={self.label}"
+
+
+class WindowKind(models.TextChoices):
+    HOURS = "hours", "last N hours"
+    SAMPLES = "samples", "last N samples"
+
+
+class MonitoringPolicy(models.Model):
+    """How and how often a model is checked, and when a check becomes an alert."""
+
+    model = models.OneToOneField(RegisteredModel, on_delete=models.CASCADE, related_name="policy")
+    enabled = models.BooleanField(default=True)
+    window_kind = models.CharField(max_length=10, choices=WindowKind.choices, default=WindowKind.HOURS)
+    window_size = models.PositiveIntegerField(default=24, help_text="hours, or samples")
+    check_every_minutes = models.PositiveIntegerField(default=60)
+    min_samples = models.PositiveIntegerField(default=100, help_text="fewer samples: no decision")
+    min_labels = models.PositiveIntegerField(default=50, help_text="fewer labels: no realised metric")
+    metric = models.CharField(
+        max_length=20, default="accuracy", help_text="accuracy, f1_macro, rmse, mae, r2"
+    )
+    tolerance = models.FloatField(
+        default=0.05, help_text="alert when the metric is worse than baseline by more"
+    )
+    baseline = models.FloatField(
+        null=True, blank=True, help_text="empty: the champion's metric on the reference"
+    )
+    drift_share = models.FloatField(default=0.5, help_text="dataset drift when this share of features drift")
+    alert_k = models.PositiveIntegerField(default=1, help_text="alert when k of the last n checks breach")
+    alert_n = models.PositiveIntegerField(default=1)
+    cooldown_minutes = models.PositiveIntegerField(default=60, help_text="no new alert of a kind this soon")
+    auto_retrain = models.BooleanField(default=False)
+    notify_emails = models.TextField(blank=True, help_text="comma-separated")
+    webhook_url = models.URLField(blank=True)
+    webhook_secret = models.CharField(max_length=200, blank=True, help_text="HMAC-SHA256 key")
+    next_check_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "monitoring policies"
+
+    def __str__(self) -> str:
+        return f"policy of {self.model}"
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.metric not in ("rmse", "mae", "log_loss")
+
+    def emails(self) -> list[str]:
+        return [e.strip() for e in self.notify_emails.split(",") if e.strip()]
+
+
+class CheckState(models.TextChoices):
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+
+
+class QualityCheck(models.Model):
+    """One model over one window: realised and estimated quality, drift, data quality, decisions."""
+
+    model = models.ForeignKey(RegisteredModel, on_delete=models.CASCADE, related_name="checks")
+    version = models.ForeignKey(
+        ModelVersion,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        help_text="the champion when the check ran",
+    )
+    window_spec = models.CharField(max_length=60, help_text="24h, 1000samples, or range:<start> (API)")
+    window_start = models.DateTimeField()
+    window_end = models.DateTimeField()
+    state = models.CharField(max_length=10, choices=CheckState.choices, default=CheckState.RUNNING)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    n_samples = models.PositiveIntegerField(default=0)
+    n_labelled = models.PositiveIntegerField(default=0)
+    metrics = models.JSONField(default=dict, blank=True, help_text="realised metrics on labelled samples")
+    estimated = models.JSONField(default=dict, blank=True, help_text="label-free estimate (CBPE)")
+    per_version = models.JSONField(default=dict, blank=True)
+    labels = models.JSONField(default=dict, blank=True, help_text="label coverage and delay")
+    drift = models.JSONField(default=dict, blank=True, help_text="per-feature data drift")
+    prediction_drift = models.JSONField(default=dict, blank=True)
+    data_quality = models.JSONField(default=dict, blank=True)
+    decisions = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    report = models.FileField(upload_to="reports/", blank=True)
+    report_requested_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["model", "-window_end"]
+        constraints = [
+            # Idempotency: one row per model and window; a re-run overwrites it with equal values.
+            models.UniqueConstraint(
+                fields=["model", "window_spec", "window_end"], name="one_check_per_window"
+            ),
+        ]
+        indexes = [models.Index(fields=["state", "started_at"], name="check_state_started")]
+
+    def __str__(self) -> str:
+        return f"{self.model} {self.window_start:%Y-%m-%d %H:%M}–{self.window_end:%H:%M} ({self.state})"
+
+
+class AlertKind(models.TextChoices):
+    ACCURACY_DROP = "accuracy_drop"
+    ESTIMATED_ACCURACY_DROP = "estimated_accuracy_drop"
+    DATA_DRIFT = "data_drift"
+    PREDICTION_DRIFT = "prediction_drift"
+    DATA_QUALITY = "data_quality"
+
+
+class Severity(models.TextChoices):
+    INFO = "info"
+    WARNING = "warning"
+    CRITICAL = "critical"
+
+
+class AlertState(models.TextChoices):
+    OPEN = "open"
+    ACKNOWLEDGED = "acknowledged"
+    RESOLVED = "resolved"
+
+
+class Alert(models.Model):
+    model = models.ForeignKey(RegisteredModel, on_delete=models.CASCADE, related_name="alerts")
+    kind = models.CharField(max_length=30, choices=AlertKind.choices)
+    severity = models.CharField(max_length=10, choices=Severity.choices, default=Severity.WARNING)
+    state = models.CharField(max_length=15, choices=AlertState.choices, default=AlertState.OPEN)
+    message = models.TextField()
+    details = models.JSONField(default=dict, blank=True)
+    opened_by = models.ForeignKey(
+        QualityCheck, null=True, blank=True, on_delete=models.SET_NULL, related_name="opened_alerts"
+    )
+    last_check = models.ForeignKey(
+        QualityCheck, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    opened_at = models.DateTimeField()
+    acknowledged_at = models.DateTimeField(null=True, blank=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-opened_at"]
+        constraints = [
+            # No duplicate alert for a condition that is already open (or acknowledged).
+            models.UniqueConstraint(
+                fields=["model", "kind"],
+                condition=~models.Q(state="resolved"),
+                name="one_live_alert_per_kind",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} on {self.model} ({self.state})"
+
+
+class NotificationState(models.TextChoices):
+    PENDING = "pending"
+    SENDING = "sending"
+    SENT = "sent"
+    FAILED = "failed"
+
+
+class Notification(models.Model):
+    """One delivery of one alert event to one channel; retried until sent or out of attempts."""
+
+    alert = models.ForeignKey(Alert, on_delete=models.CASCADE, related_name="notifications")
+    event = models.CharField(max_length=20, help_text="opened or resolved")
+    channel = models.CharField(max_length=10, choices=[("email", "email"), ("webhook", "webhook")])
+    target = models.CharField(max_length=500)
+    state = models.CharField(
+        max_length=10, choices=NotificationState.choices, default=NotificationState.PENDING
+    )
+    attempts = models.PositiveIntegerField(default=0)
+    last_error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["alert", "event", "channel", "target"], name="one_delivery_per_event"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.channel} {self.event} → {self.target} ({self.state})"

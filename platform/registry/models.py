@@ -120,6 +120,10 @@ class ReferenceDataset(models.Model):
     is_active = models.BooleanField(default=True)
     source = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Computed once per reference so a scheduled check costs O(current window).
+    summary = models.FileField(upload_to=reference_path, blank=True)
+    calibrator = models.JSONField(null=True, blank=True, help_text="confidence calibration (CBPE)")
+    baseline_metrics = models.JSONField(null=True, blank=True, help_text="the model's metrics on this set")
 
     class Meta:
         ordering = ["model", "-created_at"]

@@ -1,0 +1,88 @@
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils import timezone
+
+from monitoring.alerts import alert_acknowledge, alert_resolve
+from monitoring.checks import quality_check_run, scheduled_window
+from monitoring.models import Alert, GroundTruth, MonitoringPolicy, Notification, PredictionSample, QualityCheck
+from monitoring.reports import check_report_request
+
+
+@admin.register(MonitoringPolicy)
+class MonitoringPolicyAdmin(admin.ModelAdmin):
+    list_display = ("model", "enabled", "window_kind", "window_size", "check_every_minutes", "metric",
+                    "tolerance", "auto_retrain", "next_check_at")
+    list_filter = ("enabled", "auto_retrain")
+    actions = ["check_now"]
+
+    @admin.action(description="Run a check now (the policy's window ending now)")
+    def check_now(self, request: HttpRequest, queryset: QuerySet[MonitoringPolicy]) -> None:
+        for policy in queryset:
+            check = quality_check_run(model_id=policy.model_id, window=scheduled_window(policy, timezone.now()))
+            if check is not None:
+                self.message_user(request, f"{policy.model}: check #{check.pk} {check.state}")
+
+
+@admin.register(QualityCheck)
+class QualityCheckAdmin(admin.ModelAdmin):
+    list_display = ("model", "window_spec", "window_end", "state", "n_samples", "n_labelled", "accuracy",
+                    "dataset_drift")
+    list_filter = ("state", "model")
+    readonly_fields = [f.name for f in QualityCheck._meta.fields]
+    actions = ["request_report"]
+
+    @admin.display(description="accuracy")
+    def accuracy(self, obj: QualityCheck) -> str:
+        value = obj.metrics.get("accuracy") if obj.metrics else None
+        return "—" if value is None else f"{value:.4f}"
+
+    @admin.display(description="data drift", boolean=True)
+    def dataset_drift(self, obj: QualityCheck) -> bool | None:
+        return obj.decisions.get("data_drift") if obj.decisions else None
+
+    @admin.action(description="Generate the evidently report")
+    def request_report(self, request: HttpRequest, queryset: QuerySet[QualityCheck]) -> None:
+        for check in queryset:
+            check_report_request(check=check)
+        self.message_user(request, f"{queryset.count()} report(s) queued", messages.INFO)
+
+
+@admin.register(Alert)
+class AlertAdmin(admin.ModelAdmin):
+    list_display = ("model", "kind", "severity", "state", "message", "opened_at", "resolved_at")
+    list_filter = ("state", "kind", "severity", "model")
+    readonly_fields = ("opened_by", "last_check", "details", "opened_at", "acknowledged_at", "resolved_at")
+    actions = ["acknowledge", "resolve"]
+
+    @admin.action(description="Acknowledge")
+    def acknowledge(self, request: HttpRequest, queryset: QuerySet[Alert]) -> None:
+        done = sum(alert_acknowledge(alert=a) for a in queryset)
+        self.message_user(request, f"{done} alert(s) acknowledged")
+
+    @admin.action(description="Resolve")
+    def resolve(self, request: HttpRequest, queryset: QuerySet[Alert]) -> None:
+        done = sum(alert_resolve(alert=a) for a in queryset)
+        self.message_user(request, f"{done} alert(s) resolved")
+
+
+@admin.register(Notification)
+class NotificationAdmin(admin.ModelAdmin):
+    list_display = ("alert", "event", "channel", "target", "state", "attempts", "sent_at")
+    list_filter = ("state", "channel")
+
+
+@admin.register(PredictionSample)
+class PredictionSampleAdmin(admin.ModelAdmin):
+    list_display = ("model", "sample_id", "version", "timestamp", "prediction")
+    list_filter = ("model",)
+    search_fields = ("sample_id",)
+    show_full_result_count = False  # counting millions of rows on every page is slow
+
+
+@admin.register(GroundTruth)
+class GroundTruthAdmin(admin.ModelAdmin):
+    list_display = ("model", "sample_id", "label", "received_at")
+    list_filter = ("model",)
+    search_fields = ("sample_id",)
+    show_full_result_count = False

@@ -1,0 +1,156 @@
+"""Alert lifecycle: open (k of n breaching checks, outside cooldown), keep, auto-resolve.
+
+At most one live (open or acknowledged) alert per model and kind, enforced by a constraint.
+"""
+
+from datetime import timedelta
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from monitoring.models import Alert, AlertKind, AlertState, CheckState, Notification, QualityCheck, Severity
+
+if TYPE_CHECKING:
+    from monitoring.models import MonitoringPolicy
+
+LIVE = (AlertState.OPEN, AlertState.ACKNOWLEDGED)
+
+
+def alerts_evaluate(*, check: QualityCheck, policy: "MonitoringPolicy") -> list[Alert]:
+    """Apply one finished check's decisions to the model's alerts; returns alerts opened."""
+    opened = []
+    for kind in AlertKind.values:
+        decision = check.decisions.get(kind)
+        live = Alert.objects.filter(model_id=check.model_id, kind=kind, state__in=LIVE).first()
+        if decision is None:
+            continue
+        if decision is False:
+            if live is not None:
+                alert_resolve(alert=live, check=check)
+            continue
+        if live is not None:
+            Alert.objects.filter(pk=live.pk).update(last_check=check)
+        elif _k_of_n(check, policy, kind) and not _in_cooldown(check, policy, kind):
+            alert = _open(check, policy, kind)
+            if alert is not None:
+                opened.append(alert)
+    return opened
+
+
+def _k_of_n(check: QualityCheck, policy: "MonitoringPolicy", kind: str) -> bool:
+    recent = QualityCheck.objects.filter(
+        model_id=check.model_id,
+        window_spec=check.window_spec,
+        state=CheckState.DONE,
+        window_end__lte=check.window_end,
+    ).order_by("-window_end")[: max(policy.alert_n, 1)]
+    breaches = sum(1 for c in recent if c.decisions.get(kind) is True)
+    return breaches >= max(policy.alert_k, 1)
+
+
+def _in_cooldown(check: QualityCheck, policy: "MonitoringPolicy", kind: str) -> bool:
+    since = timezone.now() - timedelta(minutes=policy.cooldown_minutes)
+    return Alert.objects.filter(model_id=check.model_id, kind=kind, resolved_at__gte=since).exists()
+
+
+def _severity(kind: str, decisions: dict[str, Any]) -> str:
+    if kind == AlertKind.DATA_QUALITY:
+        return Severity.CRITICAL
+    if (
+        kind == AlertKind.ACCURACY_DROP
+        and decisions.get("value") is not None
+        and decisions.get("baseline") is not None
+    ):
+        drop = abs(decisions["baseline"] - decisions["value"])
+        return Severity.CRITICAL if drop > 2 * decisions["tolerance"] else Severity.WARNING
+    return Severity.WARNING
+
+
+def _message(kind: str, check: QualityCheck) -> str:
+    d = check.decisions
+    if kind == AlertKind.ACCURACY_DROP:
+        return f"{d['metric']} {d['value']:.4f} vs baseline {d['baseline']:.4f} (tolerance {d['tolerance']})"
+    if kind == AlertKind.ESTIMATED_ACCURACY_DROP:
+        return f"estimated accuracy {check.estimated['value']:.4f} (no labels needed) vs baseline {d['baseline']}"
+    if kind == AlertKind.DATA_DRIFT:
+        drifted = [n for n, c in check.drift.get("columns", {}).items() if c.get("drifted")]
+        return f"data drift: {len(drifted)} feature(s) drifted ({', '.join(drifted[:8])})"
+    if kind == AlertKind.PREDICTION_DRIFT:
+        return f"prediction drift: {check.prediction_drift.get('method')} score {check.prediction_drift.get('score')}"
+    return "broken feed: " + "; ".join(check.data_quality.get("reasons", []))
+
+
+def _open(check: QualityCheck, policy: "MonitoringPolicy", kind: str) -> Alert | None:
+    try:
+        with transaction.atomic():
+            alert = Alert.objects.create(
+                model_id=check.model_id,
+                kind=kind,
+                severity=_severity(kind, check.decisions),
+                message=_message(kind, check),
+                opened_by=check,
+                last_check=check,
+                opened_at=timezone.now(),
+                details={
+                    "check": check.pk,
+                    "decisions": check.decisions,
+                    "retrain_requested": bool(policy.auto_retrain and kind == AlertKind.ACCURACY_DROP),
+                },
+            )
+    except IntegrityError:
+        return None  # another check opened it first: no duplicate alert
+    notifications_create(alert=alert, policy=policy, event="opened")
+    return alert
+
+
+def alert_resolve(*, alert: Alert, check: QualityCheck | None = None) -> bool:
+    updated = Alert.objects.filter(pk=alert.pk, state__in=LIVE).update(
+        state=AlertState.RESOLVED, resolved_at=timezone.now(), last_check=check
+    )
+    if updated:
+        from monitoring.checks import policy_for
+
+        notifications_create(alert=alert, policy=policy_for(alert.model), event="resolved")
+    return bool(updated)
+
+
+def alert_acknowledge(*, alert: Alert) -> bool:
+    return bool(
+        Alert.objects.filter(pk=alert.pk, state=AlertState.OPEN).update(
+            state=AlertState.ACKNOWLEDGED, acknowledged_at=timezone.now()
+        )
+    )
+
+
+def notifications_create(*, alert: Alert, policy: "MonitoringPolicy", event: str) -> list[Notification]:
+    targets = [("email", e) for e in policy.emails()]
+    if policy.webhook_url:
+        targets.append(("webhook", policy.webhook_url))
+    created = []
+    for channel, target in targets:
+        notification, new = Notification.objects.get_or_create(
+            alert=alert, event=event, channel=channel, target=target
+        )
+        if new:
+            created.append(notification)
+            from workers.tasks import deliver_notification
+
+            transaction.on_commit(partial(deliver_notification.delay, notification.pk))
+    return created
+
+
+def alert_to_dict(alert: Alert) -> dict[str, Any]:
+    return {
+        "id": alert.pk,
+        "model": alert.model.name,
+        "kind": alert.kind,
+        "severity": alert.severity,
+        "state": alert.state,
+        "message": alert.message,
+        "check": alert.opened_by_id,
+        "opened_at": alert.opened_at.isoformat(),
+        "acknowledged_at": alert.acknowledged_at.isoformat() if alert.acknowledged_at else None,
+        "resolved_at": alert.resolved_at.isoformat() if alert.resolved_at else None,
+    }

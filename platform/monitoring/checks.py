@@ -1,0 +1,280 @@
+"""The quality check service: one model over one window → one QualityCheck row and its alerts.
+
+A check is idempotent: its row is keyed by (model, window spec, window end) and claimed by
+compare-and-set; a finished check is never recomputed by the scheduler.
+"""
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from monitoring.alerts import alerts_evaluate
+from monitoring.models import CheckState, MonitoringPolicy, QualityCheck, WindowKind
+from monitoring.reference import ReferenceState, drift_columns, reference_state
+from monitoring.window import Window, probability_matrix, window_load
+from registry.models import ModelVersion, RegisteredModel, VersionStatus
+from registry.reference import LABEL, PREDICTION
+from workers.drift import data_drift
+from workers.drift.data_quality import data_quality
+from workers.drift.estimation import estimate_accuracy
+from workers.drift.quality import classification_metrics, label_stats, regression_metrics
+
+logger = logging.getLogger(__name__)
+
+# A check still "running" after this long was killed (a hard kill skips `finally`).
+STALE_AFTER = timedelta(minutes=15)
+MAX_ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    spec: str
+    start: datetime | None
+    end: datetime
+    last_n: int | None = None
+
+
+def policy_for(model: RegisteredModel) -> MonitoringPolicy:
+    policy, _ = MonitoringPolicy.objects.get_or_create(model=model)
+    return policy
+
+
+def scheduled_window(policy: MonitoringPolicy, end: datetime) -> WindowSpec:
+    if policy.window_kind == WindowKind.SAMPLES:
+        return WindowSpec(f"{policy.window_size}samples", None, end, policy.window_size)
+    return WindowSpec(f"{policy.window_size}h", end - timedelta(hours=policy.window_size), end)
+
+
+def range_window(start: datetime, end: datetime) -> WindowSpec:
+    return WindowSpec(f"range:{start.isoformat()}", start, end)
+
+
+def parse_window_spec(spec: str, end: datetime) -> WindowSpec:
+    """The inverse of WindowSpec.spec: "24h", "1000samples" or "range:<iso start>"."""
+    if spec.startswith("range:"):
+        return range_window(datetime.fromisoformat(spec.removeprefix("range:")), end)
+    if spec.endswith("samples"):
+        return WindowSpec(spec, None, end, int(spec.removesuffix("samples")))
+    if spec.endswith("h"):
+        return WindowSpec(spec, end - timedelta(hours=int(spec.removesuffix("h"))), end)
+    raise ValueError(f"unknown window spec {spec!r}")
+
+
+def _claim(model: RegisteredModel, window: WindowSpec) -> QualityCheck | None:
+    """The row to compute into, or None when it is done or another worker holds it."""
+    now = timezone.now()
+    try:
+        with transaction.atomic():
+            return QualityCheck.objects.create(
+                model=model,
+                window_spec=window.spec,
+                window_start=window.start or window.end,
+                window_end=window.end,
+                state=CheckState.RUNNING,
+                started_at=now,
+                attempts=1,
+            )
+    except IntegrityError:
+        pass  # the row exists: decide below whether we may take it over
+    row = QualityCheck.objects.get(model=model, window_spec=window.spec, window_end=window.end)
+    if row.state == CheckState.DONE or row.attempts >= MAX_ATTEMPTS:
+        return None
+    if row.state == CheckState.RUNNING and now - row.started_at < STALE_AFTER:
+        return None  # another worker got there first
+    taken = QualityCheck.objects.filter(pk=row.pk, state=row.state, started_at=row.started_at).update(
+        state=CheckState.RUNNING, started_at=now, attempts=row.attempts + 1, error=""
+    )
+    if taken != 1:
+        return None
+    row.refresh_from_db()
+    return row
+
+
+def quality_check_run(*, model_id: int, window: WindowSpec) -> QualityCheck | None:
+    """Compute and store a check; returns the (new or existing) row, None for a missing model."""
+    model = RegisteredModel.objects.filter(pk=model_id).first()
+    if model is None:
+        logger.warning("check skipped: model %s no longer exists", model_id)
+        return None
+    row = _claim(model, window)
+    if row is None:
+        return QualityCheck.objects.get(model=model, window_spec=window.spec, window_end=window.end)
+    try:
+        _compute_into(row, model, window)
+    except Exception as exc:
+        logger.exception("check %s failed", row.pk)
+        QualityCheck.objects.filter(pk=row.pk).update(
+            state=CheckState.FAILED, error=f"{type(exc).__name__}: {exc}", finished_at=timezone.now()
+        )
+        raise
+    return row
+
+
+def _compute_into(row: QualityCheck, model: RegisteredModel, spec: WindowSpec) -> None:
+    policy = policy_for(model)
+    window = window_load(model=model, start=spec.start, end=spec.end, last_n=spec.last_n)
+    reference = reference_state(model=model)
+    result = check_compute(model=model, policy=policy, window=window, reference=reference)
+    champion = ModelVersion.objects.filter(model=model, status=VersionStatus.CHAMPION).first()
+    with transaction.atomic():
+        for key, value in result.items():
+            setattr(row, key, value)
+        row.window_start = window.start
+        row.version = champion
+        row.state = CheckState.DONE
+        row.finished_at = timezone.now()
+        row.save()
+        alerts_evaluate(check=row, policy=policy)
+
+
+def check_compute(
+    *, model: RegisteredModel, policy: MonitoringPolicy, window: Window, reference: ReferenceState | None
+) -> dict[str, Any]:
+    """Pure computation over a loaded window: metrics, estimate, drift, data quality, decisions."""
+    frame = window.frame
+    labelled = frame[frame[LABEL].notna()]
+    enough = len(frame) >= policy.min_samples
+    out: dict[str, Any] = {
+        "n_samples": int(len(frame)),
+        "n_labelled": int(len(labelled)),
+        "labels": label_stats(frame["timestamp"], frame["label_received_at"]),
+        "metrics": _metrics(model, labelled) if len(labelled) >= policy.min_labels else {},
+        "per_version": _per_version(model, labelled, policy.min_labels),
+        "estimated": _estimate(model, frame, reference) if enough else {},
+        "drift": {},
+        "prediction_drift": {},
+        "data_quality": {},
+    }
+    if reference is not None and len(frame):
+        columns = {n: t for n, t in drift_columns(model, frame).items() if n in reference.summary.columns}
+        features = {n: t for n, t in columns.items() if n != PREDICTION}
+        out["data_quality"] = data_quality(frame, features, categories=reference.summary.categories())
+        if enough:
+            out["drift"] = data_drift(
+                reference.summary, frame, features, drift_share=policy.drift_share
+            ).to_dict()
+            if PREDICTION in columns:
+                pred = data_drift(reference.summary, frame, {PREDICTION: columns[PREDICTION]})
+                out["prediction_drift"] = pred.columns[PREDICTION].to_dict()
+    if out["estimated"] and out["metrics"].get("accuracy") is not None:
+        out["estimated"]["realised"] = out["metrics"]["accuracy"]
+        out["estimated"]["error"] = out["estimated"]["value"] - out["metrics"]["accuracy"]
+    out["decisions"] = decisions_make(policy=policy, result=out, reference=reference, enough=enough)
+    return out
+
+
+def _metrics(model: RegisteredModel, labelled: pd.DataFrame) -> dict[str, Any]:
+    if model.is_classification:
+        proba = probability_matrix(labelled, list(model.classes))
+        return classification_metrics(
+            labelled[LABEL], labelled[PREDICTION], classes=model.classes, probabilities=proba
+        )
+    return regression_metrics(labelled[LABEL].to_numpy(float), labelled[PREDICTION].to_numpy(float))
+
+
+def _per_version(model: RegisteredModel, labelled: pd.DataFrame, min_labels: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    versions = dict(ModelVersion.objects.filter(model=model).values_list("pk", "version"))
+    for version_id, group in labelled.groupby(labelled["version_id"].fillna(-1)):
+        name = f"v{versions[int(version_id)]}" if int(version_id) in versions else "unversioned"
+        if len(group) >= min_labels:
+            metrics = _metrics(model, group)
+            out[name] = {k: metrics.get(k) for k in ("n", "accuracy", "f1_macro", "mae", "rmse", "r2")}
+    return out
+
+
+def _estimate(
+    model: RegisteredModel, frame: pd.DataFrame, reference: ReferenceState | None
+) -> dict[str, Any]:
+    if reference is None or reference.calibrator is None:
+        return {}
+    proba = probability_matrix(frame, list(model.classes))
+    if proba is None:
+        return {}
+    value, low, high = estimate_accuracy(reference.calibrator, proba)
+    return {"metric": "accuracy", "value": value, "ci": [low, high], "method": "CBPE (calibrated confidence)"}
+
+
+def _baseline_value(policy: MonitoringPolicy, reference: ReferenceState | None) -> float | None:
+    if policy.baseline is not None:
+        return policy.baseline
+    if reference is None:
+        return None
+    value = reference.baseline.get(policy.metric)
+    return float(value) if value is not None else None
+
+
+def decisions_make(
+    *, policy: MonitoringPolicy, result: dict[str, Any], reference: ReferenceState | None, enough: bool
+) -> dict[str, Any]:
+    """True: breach, False: fine, None: not enough data to decide. A broken feed suppresses drift."""
+    baseline = _baseline_value(policy, reference)
+    broken = bool(result["data_quality"].get("broken_feed")) if result["data_quality"] else None
+    value = result["metrics"].get(policy.metric) if result["metrics"] else None
+    decisions: dict[str, Any] = {
+        "baseline": baseline,
+        "metric": policy.metric,
+        "value": value,
+        "tolerance": policy.tolerance,
+        "accuracy_drop": _breach(policy, value, baseline),
+        "estimated_accuracy_drop": None,
+        "data_quality": broken if enough or broken else None,
+        "data_drift": result["drift"].get("dataset_drift") if result["drift"] else None,
+        "prediction_drift": result["prediction_drift"].get("drifted") if result["prediction_drift"] else None,
+        "usable_for_training": bool(enough and broken is False),
+    }
+    if (
+        result["estimated"]
+        and policy.metric == "accuracy"
+        and reference
+        and reference.baseline.get("accuracy")
+    ):
+        decisions["estimated_accuracy_drop"] = bool(
+            result["estimated"]["value"] < reference.baseline["accuracy"] - policy.tolerance
+        )
+    if broken:
+        # A broken feed is not drift: its "drift" says nothing about the world.
+        decisions["data_drift"] = decisions["prediction_drift"] = None
+        decisions["suppressed"] = "drift decisions suppressed: broken feed"
+    return decisions
+
+
+def _breach(policy: MonitoringPolicy, value: Any, baseline: float | None) -> bool | None:
+    if value is None or baseline is None or not np.isfinite(value):
+        return None
+    if policy.higher_is_better:
+        return bool(value < baseline - policy.tolerance)
+    return bool(value > baseline + policy.tolerance)
+
+
+def check_to_dict(check: QualityCheck) -> dict[str, Any]:
+    return {
+        "id": check.pk,
+        "model": check.model.name,
+        "version": check.version.version if check.version_id and check.version else None,
+        "window": {
+            "spec": check.window_spec,
+            "start": check.window_start.isoformat(),
+            "end": check.window_end.isoformat(),
+        },
+        "state": check.state,
+        "n_samples": check.n_samples,
+        "n_labelled": check.n_labelled,
+        "metrics": check.metrics,
+        "estimated": check.estimated,
+        "per_version": check.per_version,
+        "labels": check.labels,
+        "drift": check.drift,
+        "prediction_drift": check.prediction_drift,
+        "data_quality": check.data_quality,
+        "decisions": check.decisions,
+        "error": check.error or None,
+        "started_at": check.started_at.isoformat(),
+        "finished_at": check.finished_at.isoformat() if check.finished_at else None,
+    }

@@ -1,0 +1,93 @@
+"""Delivers one notification: e-mail through Django's mail backend, or a signed webhook."""
+
+import hashlib
+import hmac
+import json
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+from django.core.mail import send_mail
+from django.utils import timezone
+
+from monitoring.alerts import alert_to_dict
+from monitoring.models import Notification, NotificationState
+
+SIGNATURE_HEADER = "X-Driftwatch-Signature"
+TIMESTAMP_HEADER = "X-Driftwatch-Timestamp"
+
+
+class TransientDeliveryError(Exception):
+    """Worth retrying: a network error, a timeout or a 5xx/429 from the receiver."""
+
+
+def webhook_signature(secret: str, timestamp: str, body: bytes) -> str:
+    """sha256=HMAC(secret, "<timestamp>.<body>"): the timestamp guards against replays."""
+    digest = hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256).hexdigest()
+    return f"sha256={digest}"
+
+
+def _payload(notification: Notification) -> dict[str, Any]:
+    return {"event": notification.event, "alert": alert_to_dict(notification.alert)}
+
+
+def _send_webhook(notification: Notification, secret: str) -> None:
+    body = json.dumps(_payload(notification), sort_keys=True).encode()
+    timestamp = str(int(time.time()))
+    headers = {"Content-Type": "application/json", TIMESTAMP_HEADER: timestamp}
+    if secret:
+        headers[SIGNATURE_HEADER] = webhook_signature(secret, timestamp, body)
+    request = urllib.request.Request(notification.target, data=body, headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=10):
+            return
+    except urllib.error.HTTPError as exc:
+        if exc.code >= 500 or exc.code == 429:
+            raise TransientDeliveryError(f"HTTP {exc.code}") from exc
+        raise  # a 4xx other than 429: the receiver refuses it; retrying cannot help
+    except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
+        raise TransientDeliveryError(str(exc)) from exc
+
+
+def _send_email(notification: Notification) -> None:
+    alert = notification.alert
+    subject = f"[driftwatch] {alert.kind} {notification.event} on {alert.model.name} ({alert.severity})"
+    try:
+        send_mail(
+            subject,
+            f"{alert.message}\n\n{json.dumps(_payload(notification), indent=2)}",
+            None,
+            [notification.target],
+        )
+    except OSError as exc:  # SMTP connection problems are OSErrors
+        raise TransientDeliveryError(str(exc)) from exc
+
+
+def notification_deliver(*, notification_id: int) -> str:
+    """Claim, send, record. Returns the final state; raises TransientDeliveryError to retry."""
+    claimed = Notification.objects.filter(
+        pk=notification_id, state__in=[NotificationState.PENDING, NotificationState.FAILED]
+    ).update(state=NotificationState.SENDING)
+    if not claimed:
+        return "skipped"
+    notification = Notification.objects.select_related("alert__model").get(pk=notification_id)
+    try:
+        if notification.channel == "email":
+            _send_email(notification)
+        else:
+            from monitoring.checks import policy_for
+
+            _send_webhook(notification, policy_for(notification.alert.model).webhook_secret)
+    except Exception as exc:
+        Notification.objects.filter(pk=notification_id).update(
+            state=NotificationState.FAILED, attempts=notification.attempts + 1, last_error=str(exc)[:2000]
+        )
+        raise
+    Notification.objects.filter(pk=notification_id).update(
+        state=NotificationState.SENT,
+        attempts=notification.attempts + 1,
+        sent_at=timezone.now(),
+        last_error="",
+    )
+    return NotificationState.SENT

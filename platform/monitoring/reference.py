@@ -1,0 +1,77 @@
+"""The reference side of a check, computed once per reference dataset and stored on its row:
+the drift summary (a file), the confidence calibrator (CBPE) and the baseline metrics."""
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+from django.core.files.base import ContentFile
+
+from monitoring.window import probability_matrix
+from registry.models import ReferenceDataset, RegisteredModel
+from registry.reference import LABEL, PREDICTION
+from workers.drift import ReferenceSummary, summarize_reference
+from workers.drift.estimation import ConfidenceCalibrator, fit_confidence_calibrator
+from workers.drift.quality import classification_metrics, regression_metrics
+
+
+@dataclass(frozen=True)
+class ReferenceState:
+    reference_id: int
+    rows: int
+    summary: ReferenceSummary
+    calibrator: ConfidenceCalibrator | None
+    baseline: dict[str, Any]
+
+
+def drift_columns(model: RegisteredModel, frame: pd.DataFrame) -> dict[str, str]:
+    """Features plus the prediction column, when the data has predictions."""
+    columns = dict(model.feature_types)
+    if PREDICTION in frame.columns and frame[PREDICTION].notna().any():
+        columns[PREDICTION] = "categorical" if model.is_classification else "numerical"
+    return columns
+
+
+def reference_state(*, model: RegisteredModel) -> ReferenceState | None:
+    reference = ReferenceDataset.objects.filter(model=model, is_active=True).first()
+    if reference is None:
+        return None
+    if not reference.summary:
+        _reference_prepare(reference)
+    return _load(reference.pk, reference.summary.name)
+
+
+@functools.lru_cache(maxsize=32)
+def _load(reference_id: int, summary_name: str) -> ReferenceState:
+    # Keyed by the summary file too: a re-prepared reference gets a new file name.
+    reference = ReferenceDataset.objects.get(pk=reference_id)
+    with reference.summary.open("rb") as handle:
+        summary = ReferenceSummary.from_bytes(handle.read())
+    calibrator = ConfidenceCalibrator.from_dict(reference.calibrator) if reference.calibrator else None
+    return ReferenceState(reference.pk, reference.rows, summary, calibrator, reference.baseline_metrics or {})
+
+
+def _reference_prepare(reference: ReferenceDataset) -> None:
+    model = reference.model
+    with reference.file.open("rb") as handle:
+        frame = pd.read_parquet(handle)
+    summary = summarize_reference(frame, drift_columns(model, frame))
+    reference.summary.save(f"summary-{reference.pk}.bin", ContentFile(summary.to_bytes()), save=False)
+    reference.baseline_metrics = _baseline(model, frame)
+    proba = probability_matrix(frame, list(model.classes)) if model.is_classification else None
+    if proba is not None and frame[LABEL].notna().all():
+        reference.calibrator = fit_confidence_calibrator(proba, frame[LABEL], model.classes).to_dict()
+    reference.save(update_fields=["summary", "baseline_metrics", "calibrator"])
+
+
+def _baseline(model: RegisteredModel, frame: pd.DataFrame) -> dict[str, Any]:
+    """The model's own metrics on its reference rows (needs logged predictions there)."""
+    if PREDICTION not in frame.columns or frame[PREDICTION].isna().any():
+        return {}
+    if model.is_classification:
+        proba = probability_matrix(frame, list(model.classes))
+        return classification_metrics(
+            frame[LABEL], frame[PREDICTION], classes=model.classes, probabilities=proba
+        )
+    return regression_metrics(frame[LABEL], frame[PREDICTION])

@@ -1,0 +1,88 @@
+"""The beat side: which checks are due, the reaper, and the beat rows themselves."""
+
+import logging
+from datetime import UTC, datetime, timedelta
+from functools import partial
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from monitoring.checks import MAX_ATTEMPTS, STALE_AFTER, policy_for, scheduled_window
+from monitoring.models import CheckState, MonitoringPolicy, QualityCheck
+from registry.models import RegisteredModel
+
+logger = logging.getLogger(__name__)
+
+BEAT_TASKS = {
+    # name of the beat row: (task name, period in seconds)
+    "driftwatch: dispatch due checks": ("driftwatch.checks.run_due", 60),
+    "driftwatch: reap stuck checks": ("driftwatch.checks.reap_stuck", 300),
+}
+
+
+def window_end_for(policy: MonitoringPolicy, now: datetime) -> datetime:
+    """Windows end on multiples of the check period (epoch-aligned), so re-dispatches coincide."""
+    period = max(policy.check_every_minutes, 1) * 60
+    return datetime.fromtimestamp(int(now.timestamp()) // period * period, tz=UTC)
+
+
+def checks_dispatch_due(*, now: datetime | None = None) -> int:
+    """Claim each due policy by compare-and-set on next_check_at, then enqueue its check."""
+    from workers.tasks import check_model
+
+    now = now or timezone.now()
+    for model in RegisteredModel.objects.filter(policy__isnull=True):
+        policy_for(model)  # every model is monitored by default
+    due = MonitoringPolicy.objects.filter(enabled=True).filter(
+        Q(next_check_at__isnull=True) | Q(next_check_at__lte=now)
+    )
+    dispatched = 0
+    for policy in due:
+        end = window_end_for(policy, now)
+        following = end + timedelta(minutes=max(policy.check_every_minutes, 1))
+        claimed = MonitoringPolicy.objects.filter(pk=policy.pk, next_check_at=policy.next_check_at).update(
+            next_check_at=following
+        )
+        if claimed != 1:
+            continue  # another beat tick got there first
+        window = scheduled_window(policy, end)
+        expires = max(60, policy.check_every_minutes * 60)
+        transaction.on_commit(
+            partial(
+                check_model.apply_async, args=[policy.model_id, window.spec, end.isoformat()], expires=expires
+            )
+        )
+        dispatched += 1
+    return dispatched
+
+
+def checks_reap_stuck(*, now: datetime | None = None) -> int:
+    """Re-enqueue checks stuck in running (their worker died); the task re-claims them by CAS."""
+    from workers.tasks import check_model
+
+    now = now or timezone.now()
+    stuck = QualityCheck.objects.filter(state=CheckState.RUNNING, started_at__lt=now - STALE_AFTER)
+    count = 0
+    for check in stuck:
+        if check.attempts >= MAX_ATTEMPTS:
+            QualityCheck.objects.filter(pk=check.pk, state=CheckState.RUNNING).update(
+                state=CheckState.FAILED, error=f"gave up after {check.attempts} attempts", finished_at=now
+            )
+            continue
+        transaction.on_commit(
+            partial(check_model.delay, check.model_id, check.window_spec, check.window_end.isoformat())
+        )
+        count += 1
+    return count
+
+
+def beat_schedule_ensure() -> None:
+    """Create (or repair) the beat rows; editable in the admin afterwards, never duplicated."""
+    from django_celery_beat.models import IntervalSchedule, PeriodicTask
+
+    for name, (task, seconds) in BEAT_TASKS.items():
+        every, _ = IntervalSchedule.objects.get_or_create(every=seconds, period=IntervalSchedule.SECONDS)
+        PeriodicTask.objects.get_or_create(
+            name=name, defaults={"task": task, "interval": every, "expire_seconds": seconds}
+        )

@@ -1,0 +1,106 @@
+"""Loads one window of predictions, joined with their labels, as flat columns (one SQL query).
+
+Feature values, predictions, probabilities and labels are extracted from JSON in the database
+(->> on PostgreSQL, json_extract on SQLite), so no per-row JSON parsing happens in Python.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from django.db import connection
+
+from registry.models import RegisteredModel
+from registry.reference import LABEL, PREDICTION, PROBA_PREFIX
+
+
+@dataclass
+class Window:
+    frame: pd.DataFrame  # features (schema names), PREDICTION, LABEL, PROBA_PREFIX+class, version, times
+    start: datetime
+    end: datetime
+
+
+def _json_text(column: str, key: str | None, params: list[Any]) -> str:
+    """SQL for a JSON value as text: the whole scalar (key None) or one object key."""
+    if connection.vendor == "postgresql":
+        if key is None:
+            return f"({column} #>> '{{}}')"
+        params.append(key)
+        return f"({column} ->> %s)"
+    path = "$" if key is None else '$."' + key.replace('"', '""') + '"'
+    params.append(path)
+    return f"json_extract({column}, %s)"
+
+
+def _select_list(model: RegisteredModel, params: list[Any]) -> tuple[list[str], list[str]]:
+    names, sql = [], []
+    for name in model.feature_types:
+        names.append(name)
+        sql.append(_json_text("s.features", name, params))
+    names += [PREDICTION, LABEL]
+    sql += [_json_text("s.prediction", None, params), _json_text("g.label", None, params)]
+    for cls in model.classes:
+        names.append(PROBA_PREFIX + str(cls))
+        sql.append(_json_text("s.probabilities", str(cls), params))
+    names += ["sample_id", "version_id", "timestamp", "label_received_at"]
+    sql += ["s.sample_id", "s.version_id", "s.timestamp", "g.received_at"]
+    return names, sql
+
+
+def window_load(
+    *, model: RegisteredModel, start: datetime | None, end: datetime, last_n: int | None = None
+) -> Window:
+    """Samples with start <= timestamp < end (or the last_n before end), labels left-joined."""
+    params: list[Any] = []
+    names, columns = _select_list(model, params)
+    where = "s.model_id = %s AND s.timestamp < %s"
+    params += [model.pk, end]
+    if start is not None:
+        where += " AND s.timestamp >= %s"
+        params.append(start)
+    sql = (
+        f"SELECT {', '.join(columns)} FROM monitoring_predictionsample s "
+        "LEFT JOIN monitoring_groundtruth g ON g.model_id = s.model_id AND g.sample_id = s.sample_id "
+        f"WHERE {where}"
+    )
+    if last_n is not None:
+        sql += " ORDER BY s.timestamp DESC, s.id DESC LIMIT %s"
+        params.append(last_n)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    frame = _typed(pd.DataFrame.from_records(rows, columns=names), model)
+    if start is None:
+        start = frame["timestamp"].min() if len(frame) else end
+    return Window(frame, start, end)
+
+
+def _typed(frame: pd.DataFrame, model: RegisteredModel) -> pd.DataFrame:
+    for name, kind in model.feature_types.items():
+        if kind == "numerical":
+            frame[name] = pd.to_numeric(frame[name], errors="coerce").astype("float64")
+        else:
+            frame[name] = frame[name].astype("object").where(frame[name].notna(), None)
+    for cls in model.classes:
+        frame[PROBA_PREFIX + str(cls)] = pd.to_numeric(frame[PROBA_PREFIX + str(cls)], errors="coerce")
+    if model.is_classification:
+        lookup = {str(c): c for c in model.classes}
+        for col in (PREDICTION, LABEL):
+            frame[col] = frame[col].map(lambda v: None if v is None else lookup.get(str(v), v))
+    else:
+        for col in (PREDICTION, LABEL):
+            frame[col] = pd.to_numeric(frame[col], errors="coerce")
+    frame["timestamp"] = pd.to_datetime(frame["timestamp"], utc=True)
+    frame["label_received_at"] = pd.to_datetime(frame["label_received_at"], utc=True)
+    return frame
+
+
+def probability_matrix(frame: pd.DataFrame, classes: list[Any]) -> np.ndarray | None:
+    """n × k probabilities in class order, or None unless every row logged all of them."""
+    if not classes or len(frame) == 0:
+        return None
+    matrix = frame[[PROBA_PREFIX + str(c) for c in classes]].to_numpy(dtype="float64")
+    return None if np.isnan(matrix).any() else matrix
