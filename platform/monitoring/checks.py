@@ -181,7 +181,7 @@ def _metrics(model: RegisteredModel, labelled: pd.DataFrame) -> dict[str, Any]:
 def _per_version(model: RegisteredModel, labelled: pd.DataFrame, min_labels: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     versions = dict(ModelVersion.objects.filter(model=model).values_list("pk", "version"))
-    for version_id, group in labelled.groupby(labelled["version_id"].fillna(-1)):
+    for version_id, group in labelled.groupby(pd.to_numeric(labelled["version_id"]).fillna(-1)):
         name = f"v{versions[int(version_id)]}" if int(version_id) in versions else "unversioned"
         if len(group) >= min_labels:
             metrics = _metrics(model, group)

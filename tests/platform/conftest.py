@@ -70,6 +70,7 @@ def celery_worker(transactional_db: None) -> Iterator[object]:
     from workers import queues
     from workers.celery_app import app
 
+    app.control.purge()  # messages left by earlier runs must not leak into this test
     with start_worker(
         app,
         pool="solo",

@@ -1,0 +1,43 @@
+"""Django-free drift and quality engine.
+
+- ``engine``: ``data_drift`` / ``prediction_drift`` with evidently 0.7.23's default decisions;
+- ``summary``: ``summarize_reference`` → ``ReferenceSummary`` (computed once per version);
+- ``quality``: metrics with labels; ``estimation``: label-free accuracy estimate (CBPE);
+- ``data_quality``: missing values, out-of-schema categories, broken feeds;
+- ``evidently_adapter``: the only module importing evidently (HTML report, parity runs).
+"""
+
+from workers.drift.data_quality import data_quality
+from workers.drift.engine import (
+    ColumnDrift,
+    DriftResult,
+    column_drift,
+    data_drift,
+    prediction_drift,
+)
+from workers.drift.estimation import (
+    ConfidenceCalibrator,
+    estimate_accuracy,
+    estimation_error,
+    fit_confidence_calibrator,
+)
+from workers.drift.quality import classification_metrics, label_stats, regression_metrics
+from workers.drift.summary import ReferenceSummary, summarize_reference
+
+__all__ = [
+    "ColumnDrift",
+    "ConfidenceCalibrator",
+    "DriftResult",
+    "ReferenceSummary",
+    "classification_metrics",
+    "column_drift",
+    "data_drift",
+    "data_quality",
+    "estimate_accuracy",
+    "estimation_error",
+    "fit_confidence_calibrator",
+    "label_stats",
+    "prediction_drift",
+    "regression_metrics",
+    "summarize_reference",
+]

@@ -1,0 +1,58 @@
+"""Builds a monitored model with a reference set and streams of (optionally drifted) traffic."""
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import numpy as np
+
+from monitoring.models import MonitoringPolicy
+from monitoring.services import labels_ingest, predictions_ingest
+from registry.models import RegisteredModel
+from registry.services import model_register, reference_upload
+
+FEATURES = {"x1": "numerical", "x2": "numerical", "segment": "categorical"}
+
+
+def rows(n: int, *, seed: int, shift: float = 0.0, flip: float = 0.1) -> list[dict[str, Any]]:
+    """Samples whose prediction is right with probability 1-flip; shift moves the inputs."""
+    rng = np.random.default_rng(seed)
+    x1 = rng.normal(shift, 1, n)
+    x2 = rng.normal(0, 1, n)
+    segment = rng.choice(["a", "b", "c"], n, p=[0.5, 0.3, 0.2] if shift == 0 else [0.2, 0.3, 0.5])
+    truth = (x1 + x2 > 0).astype(int)
+    wrong = rng.random(n) < flip
+    predicted = np.where(wrong, 1 - truth, truth)
+    confidence = np.clip(rng.normal(1 - flip, 0.05, n), 0.5, 0.99)
+    out = []
+    for i in range(n):
+        p1 = confidence[i] if predicted[i] == 1 else 1 - confidence[i]
+        out.append({
+            "features": {"x1": float(x1[i]), "x2": float(x2[i]), "segment": str(segment[i])},
+            "label": int(truth[i]), "prediction": int(predicted[i]),
+            "probabilities": {"0": float(1 - p1), "1": float(p1)},
+        })
+    return out
+
+
+def monitored_model(name: str = "sea", *, reference_rows: int = 2000, **policy: Any) -> RegisteredModel:
+    model = model_register(data={
+        "name": name, "task": "classification", "classes": [0, 1],
+        "features": [{"name": n, "type": t} for n, t in FEATURES.items()],
+    })
+    reference_upload(model=model, rows=rows(reference_rows, seed=1))
+    defaults: dict[str, Any] = {"window_kind": "samples", "window_size": 1000, "min_samples": 200,
+                                "min_labels": 200, "tolerance": 0.1, "cooldown_minutes": 0}
+    MonitoringPolicy.objects.update_or_create(model=model, defaults={**defaults, **policy})
+    return model
+
+
+def send(model: RegisteredModel, data: list[dict[str, Any]], *, start: datetime, prefix: str,
+         labelled: bool = True, step: timedelta = timedelta(seconds=1)) -> None:
+    samples = [
+        {"id": f"{prefix}{i}", "timestamp": (start + i * step).isoformat(), "features": r["features"],
+         "prediction": r["prediction"], "probabilities": r["probabilities"]}
+        for i, r in enumerate(data)
+    ]
+    predictions_ingest(model=model, body={"samples": samples})
+    if labelled:
+        labels_ingest(model=model, body={"labels": [{"id": f"{prefix}{i}", "label": r["label"]} for i, r in enumerate(data)]})

@@ -1,0 +1,152 @@
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.utils import timezone
+
+from monitoring.checks import check_to_dict, quality_check_run, range_window, scheduled_window
+from monitoring.models import Alert, CheckState, MonitoringPolicy, QualityCheck
+from tests.platform.monitoring.factories import monitored_model, rows, send
+
+T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
+
+
+def run_check(model, end):  # type: ignore[no-untyped-def]
+    policy = MonitoringPolicy.objects.get(model=model)
+    return QualityCheck.objects.get(pk=quality_check_run(model_id=model.pk, window=scheduled_window(policy, end)).pk)
+
+
+@pytest.mark.django_db
+def test_check_stores_metrics_estimate_drift_and_label_stats() -> None:
+    model = monitored_model()
+    send(model, rows(1000, seed=2), start=T0, prefix="a")
+    check = run_check(model, T0 + timedelta(hours=1))
+    assert check.state == CheckState.DONE
+    assert (check.n_samples, check.n_labelled) == (1000, 1000)
+    assert 0.85 < check.metrics["accuracy"] < 0.95
+    assert check.metrics["accuracy_ci"][0] < check.metrics["accuracy"] < check.metrics["accuracy_ci"][1]
+    assert abs(check.estimated["value"] - check.metrics["accuracy"]) < 0.05
+    assert set(check.drift["columns"]) == {"x1", "x2", "segment"}
+    assert check.decisions["data_drift"] is False and check.decisions["accuracy_drop"] is False
+    assert check.labels["label_coverage"] == 1.0
+
+
+@pytest.mark.django_db
+def test_rerunning_a_check_for_the_same_window_changes_nothing() -> None:
+    model = monitored_model()
+    send(model, rows(500, seed=2), start=T0, prefix="a")
+    first = check_to_dict(run_check(model, T0 + timedelta(hours=1)))
+    second = check_to_dict(run_check(model, T0 + timedelta(hours=1)))
+    assert first == second
+    assert QualityCheck.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_drifted_traffic_shows_the_drop_and_opens_one_accuracy_alert() -> None:
+    model = monitored_model()
+    send(model, rows(1000, seed=2), start=T0, prefix="good")
+    good = run_check(model, T0 + timedelta(hours=1))
+    send(model, rows(1000, seed=3, shift=1.5, flip=0.4), start=T0 + timedelta(hours=1), prefix="bad")
+    bad = run_check(model, T0 + timedelta(hours=2))
+    again = run_check(model, T0 + timedelta(hours=3))
+    assert good.metrics["accuracy"] - bad.metrics["accuracy"] > 0.2
+    assert bad.decisions["accuracy_drop"] is True and again.decisions["accuracy_drop"] is True
+    alerts = Alert.objects.filter(model=model, kind="accuracy_drop")
+    assert alerts.count() == 1
+    assert alerts.get().opened_by_id == bad.pk and alerts.get().state == "open"
+    assert Alert.objects.filter(model=model, kind="data_drift").count() == 1
+
+
+@pytest.mark.django_db
+def test_alert_resolves_itself_when_accuracy_recovers() -> None:
+    model = monitored_model()
+    send(model, rows(1000, seed=3, flip=0.45), start=T0, prefix="bad")
+    run_check(model, T0 + timedelta(hours=1))
+    send(model, rows(1000, seed=4), start=T0 + timedelta(hours=1), prefix="good")
+    run_check(model, T0 + timedelta(hours=2))
+    alert = Alert.objects.get(model=model, kind="accuracy_drop")
+    assert alert.state == "resolved" and alert.resolved_at is not None
+
+
+@pytest.mark.django_db
+def test_k_of_n_waits_for_k_breaching_windows() -> None:
+    model = monitored_model(alert_k=2, alert_n=3, window_size=500)
+    for hour in range(2):
+        send(model, rows(500, seed=10 + hour, flip=0.45), start=T0 + timedelta(hours=hour), prefix=f"h{hour}-")
+        run_check(model, T0 + timedelta(hours=hour + 1))
+        opened = Alert.objects.filter(model=model, kind="accuracy_drop").count()
+        assert opened == hour, f"after {hour + 1} breaching window(s)"
+
+
+@pytest.mark.django_db
+def test_cooldown_stops_an_alert_reopening_at_once() -> None:
+    model = monitored_model(cooldown_minutes=24 * 60, window_size=500)
+    plan = [0.45, 0.05, 0.45]  # breach, recover (resolves), breach again inside the cooldown
+    for hour, flip in enumerate(plan):
+        send(model, rows(500, seed=20 + hour, flip=flip), start=T0 + timedelta(hours=hour), prefix=f"h{hour}-")
+        run_check(model, T0 + timedelta(hours=hour + 1))
+    assert list(Alert.objects.filter(model=model, kind="accuracy_drop").values_list("state", flat=True)) == ["resolved"]
+
+
+@pytest.mark.django_db
+def test_broken_feed_raises_data_quality_and_is_not_called_drift() -> None:
+    model = monitored_model()
+    data = rows(1000, seed=5)
+    for r in data[:600]:
+        r["features"]["x1"] = None  # a broken upstream join: most values missing
+    send(model, data, start=T0, prefix="a")
+    check = run_check(model, T0 + timedelta(hours=1))
+    assert check.decisions["data_quality"] is True
+    assert check.decisions["data_drift"] is None and check.decisions["usable_for_training"] is False
+    assert Alert.objects.filter(model=model, kind="data_quality", severity="critical").count() == 1
+    assert not Alert.objects.filter(model=model, kind="data_drift").exists()
+
+
+@pytest.mark.django_db
+def test_too_few_samples_make_no_decision() -> None:
+    model = monitored_model()
+    send(model, rows(50, seed=6, flip=0.5), start=T0, prefix="a")
+    check = run_check(model, T0 + timedelta(hours=1))
+    assert check.decisions["accuracy_drop"] is None and check.decisions["data_drift"] is None
+    assert not Alert.objects.exists()
+
+
+@pytest.mark.django_db
+def test_estimate_is_available_before_labels_arrive() -> None:
+    model = monitored_model()
+    send(model, rows(1000, seed=7), start=T0, prefix="a", labelled=False)
+    check = run_check(model, T0 + timedelta(hours=1))
+    assert check.n_labelled == 0 and check.metrics == {}
+    assert 0.8 < check.estimated["value"] < 1.0
+
+
+@pytest.mark.django_db
+def test_range_window_counts_only_samples_inside_it() -> None:
+    model = monitored_model()
+    send(model, rows(300, seed=8), start=T0, prefix="a", step=timedelta(minutes=1))
+    check = quality_check_run(model_id=model.pk, window=range_window(T0, T0 + timedelta(minutes=100)))
+    assert check is not None and QualityCheck.objects.get(pk=check.pk).n_samples == 100
+
+
+@pytest.mark.django_db
+def test_a_stale_running_check_is_taken_over() -> None:
+    model = monitored_model()
+    send(model, rows(300, seed=9), start=T0, prefix="a")
+    policy = MonitoringPolicy.objects.get(model=model)
+    window = scheduled_window(policy, T0 + timedelta(hours=1))
+    QualityCheck.objects.create(model=model, window_spec=window.spec, window_start=T0, window_end=window.end,
+                                state=CheckState.RUNNING, started_at=timezone.now() - timedelta(hours=1), attempts=1)
+    check = quality_check_run(model_id=model.pk, window=window)
+    assert check is not None
+    row = QualityCheck.objects.get(pk=check.pk)
+    assert (row.state, row.attempts, row.n_samples) == (CheckState.DONE, 2, 300)
+
+
+@pytest.mark.django_db
+def test_a_fresh_running_check_is_left_to_its_worker() -> None:
+    model = monitored_model()
+    policy = MonitoringPolicy.objects.get(model=model)
+    window = scheduled_window(policy, T0)
+    QualityCheck.objects.create(model=model, window_spec=window.spec, window_start=T0, window_end=T0,
+                                state=CheckState.RUNNING, started_at=timezone.now(), attempts=1)
+    quality_check_run(model_id=model.pk, window=window)
+    assert QualityCheck.objects.get().state == CheckState.RUNNING

@@ -1,0 +1,133 @@
+"""quality.py against scikit-learn, and its intervals."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn import metrics as sk
+
+from workers.drift.quality import (
+    classification_metrics,
+    label_stats,
+    regression_metrics,
+    wilson_interval,
+)
+
+CLASSES = ["cat", "dog", "eel"]
+
+
+def _multiclass(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    y_true = rng.choice(CLASSES, n, p=[0.5, 0.3, 0.2])
+    logits = rng.normal(size=(n, 3)) + 1.5 * (y_true[:, None] == np.array(CLASSES))
+    probabilities = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    return y_true, np.array(CLASSES)[probabilities.argmax(axis=1)], probabilities
+
+
+def test_multiclass_metrics_equal_sklearn() -> None:
+    y_true, y_pred, probabilities = _multiclass(3000)
+    result = classification_metrics(y_true, y_pred, classes=CLASSES, probabilities=probabilities)
+    assert result["accuracy"] == pytest.approx(sk.accuracy_score(y_true, y_pred))
+    for average in ("precision", "recall", "f1"):
+        scorer = getattr(sk, f"{average}_score")
+        assert result[f"{average}_macro"] == pytest.approx(
+            scorer(y_true, y_pred, labels=CLASSES, average="macro")
+        )
+        per_class = scorer(y_true, y_pred, labels=CLASSES, average=None)
+        assert [result["per_class"][c][average] for c in CLASSES] == pytest.approx(per_class)
+    assert result["roc_auc"] == pytest.approx(
+        sk.roc_auc_score(y_true, probabilities, multi_class="ovr", labels=CLASSES)
+    )
+    assert result["log_loss"] == pytest.approx(sk.log_loss(y_true, probabilities, labels=CLASSES))
+
+
+def test_binary_auc_uses_second_class_probability_and_counts_ties_half() -> None:
+    rng = np.random.default_rng(1)
+    y_true = rng.choice([0, 1], 2000)
+    p1 = np.round(np.clip(0.5 + 0.3 * (y_true - 0.5) + rng.normal(0, 0.25, 2000), 0, 1), 1)  # many ties
+    probabilities = np.column_stack([1 - p1, p1])
+    result = classification_metrics(
+        y_true, (p1 >= 0.5).astype(int), classes=[0, 1], probabilities=probabilities
+    )
+    assert result["roc_auc"] == pytest.approx(sk.roc_auc_score(y_true, p1))
+
+
+def test_class_absent_from_window_scores_zero_like_sklearn_and_auc_is_none() -> None:
+    y_true = np.array(["cat", "dog", "cat", "dog"])
+    y_pred = np.array(["cat", "cat", "cat", "eel"])
+    probabilities = np.full((4, 3), 1 / 3)
+    result = classification_metrics(y_true, y_pred, classes=CLASSES, probabilities=probabilities)
+    assert result["per_class"]["eel"] == {"precision": 0.0, "recall": 0.0, "f1": 0.0, "support": 0}
+    assert result["f1_macro"] == pytest.approx(
+        sk.f1_score(y_true, y_pred, labels=CLASSES, average="macro", zero_division=0)
+    )
+    assert result["roc_auc"] is None
+
+
+def test_wilson_interval_matches_closed_form_and_stays_in_unit_interval() -> None:
+    # Wilson bounds solved as the roots of a quadratic: (2np + z² ± z√(z² + 4np(1-p))) / 2(n + z²)
+    n, successes, z = 100, 81, 1.959963984540054
+    p = successes / n
+    root = z * np.sqrt(z**2 + 4 * n * p * (1 - p))
+    expected = (
+        (2 * n * p + z**2 - root) / (2 * (n + z**2)),
+        (2 * n * p + z**2 + root) / (2 * (n + z**2)),
+    )
+    assert wilson_interval(successes, n) == pytest.approx(expected)
+    assert wilson_interval(0, 10)[0] == pytest.approx(0.0, abs=1e-12) and wilson_interval(10, 10)[
+        1
+    ] == pytest.approx(1.0)
+
+
+def test_bootstrap_interval_is_reproducible_and_brackets_the_estimate() -> None:
+    y_true, y_pred, _ = _multiclass(2000, seed=3)
+    first = classification_metrics(y_true, y_pred, classes=CLASSES)
+    again = classification_metrics(y_true, y_pred, classes=CLASSES)
+    assert first["f1_macro_ci"] == again["f1_macro_ci"]
+    assert first["f1_macro_ci"][0] < first["f1_macro"] < first["f1_macro_ci"][1]
+    assert first["f1_macro_ci"][1] - first["f1_macro_ci"][0] < 0.1
+
+
+def test_labels_outside_classes_are_rejected() -> None:
+    with pytest.raises(ValueError, match="outside classes"):
+        classification_metrics(["cat", "owl"], ["cat", "cat"], classes=CLASSES)
+
+
+def test_regression_metrics_equal_sklearn_with_intervals() -> None:
+    rng = np.random.default_rng(4)
+    y_true = rng.normal(10, 3, 5000)
+    y_pred = y_true + rng.normal(0.2, 1.0, 5000)
+    result = regression_metrics(y_true, y_pred)
+    assert result["mae"] == pytest.approx(sk.mean_absolute_error(y_true, y_pred))
+    assert result["rmse"] == pytest.approx(np.sqrt(sk.mean_squared_error(y_true, y_pred)))
+    assert result["r2"] == pytest.approx(sk.r2_score(y_true, y_pred))
+    for name in ("mae", "rmse", "r2"):
+        low, high = result[f"{name}_ci"]
+        assert low < result[name] < high
+
+
+def test_outputs_are_strict_json_even_when_undefined() -> None:
+    constant = regression_metrics(np.ones(50), np.linspace(0, 2, 50))
+    assert constant["r2"] is None and constant["r2_ci"] == [None, None]
+    y_true, y_pred, probabilities = _multiclass(300)
+    for payload in (
+        constant,
+        classification_metrics(y_true, y_pred, classes=CLASSES, probabilities=probabilities),
+    ):
+        json.dumps(payload, allow_nan=False)
+
+
+def test_label_coverage_and_delay() -> None:
+    predicted = pd.to_datetime(["2026-01-01T00:00:00Z"] * 4)
+    labelled = pd.to_datetime(
+        ["2026-01-01T00:01:00Z", "2026-01-01T01:00:00Z", None, "2026-01-01T00:10:00Z"], utc=True
+    )
+    result = label_stats(predicted, labelled)
+    assert result["label_coverage"] == 0.75 and result["n_labelled"] == 3
+    assert result["label_delay_median_s"] == 600.0 and result["label_delay_max_s"] == 3600.0
+    nothing = label_stats(predicted, [None] * 4)
+    assert nothing["label_coverage"] == 0.0 and nothing["label_delay_median_s"] is None
+    json.dumps(nothing, allow_nan=False)

@@ -1,0 +1,21 @@
+"""Task names are stored in beat rows and queued messages: renaming one silently breaks them."""
+
+from workers import tasks
+
+PINNED = {
+    "platform_info": "driftwatch.system.platform_info",
+    "run_due_checks": "driftwatch.checks.run_due",
+    "reap_stuck_checks": "driftwatch.checks.reap_stuck",
+    "check_model": "driftwatch.checks.check_model",
+    "deliver_notification": "driftwatch.alerts.deliver_notification",
+    "render_report": "driftwatch.checks.render_report",
+}
+
+
+def test_task_names_are_permanent() -> None:
+    assert {attr: getattr(tasks, attr).name for attr in PINNED} == PINNED
+
+
+def test_every_driftwatch_task_is_pinned() -> None:
+    registered = {name for name in tasks.app.tasks if name.startswith("driftwatch.")}
+    assert registered == set(PINNED.values())

@@ -1,0 +1,135 @@
+"""The one module that talks to evidently (0.7 API).
+
+evidently is imported inside the functions, never at module import: it pulls in plotly,
+pydantic models and hundreds of modules (~2 s), which a worker running only the numpy
+engine should not pay for, and it keeps ``import workers.drift`` cheap.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import warnings
+from typing import Any
+
+import pandas as pd
+
+from workers.drift.summary import ColumnType
+
+_VALUE_DRIFT = "evidently:metric_v2:ValueDrift"
+_DRIFTED_COUNT = "evidently:metric_v2:DriftedColumnsCount"
+
+
+def _datasets(
+    reference_df: pd.DataFrame, current_df: pd.DataFrame, columns: dict[str, ColumnType]
+) -> tuple[Any, Any]:
+    from evidently import DataDefinition, Dataset
+
+    # Explicit definition: evidently never guesses a column's type from its dtype.
+    definition = DataDefinition(
+        numerical_columns=[c for c, t in columns.items() if t == "numerical"],
+        categorical_columns=[c for c, t in columns.items() if t == "categorical"],
+    )
+    names = list(columns)
+    current = Dataset.from_pandas(current_df[names], data_definition=definition)
+    reference = Dataset.from_pandas(reference_df[names], data_definition=definition)
+    return reference, current
+
+
+def _run_preset(
+    reference_df: pd.DataFrame,
+    current_df: pd.DataFrame,
+    columns: dict[str, ColumnType],
+    timestamp: dt.datetime | None,
+) -> Any:
+    from evidently import Report
+    from evidently.presets import DataDriftPreset
+
+    reference, current = _datasets(reference_df, current_df, columns)
+    report = Report([DataDriftPreset()], include_tests=True)
+    # Report.run defaults to a naive "now"; driftwatch keeps every datetime aware.
+    when = timestamp or dt.datetime.now(dt.UTC)
+    with warnings.catch_warnings():
+        # evidently's chi-square divides by zero for categories absent from the reference.
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return report.run(current, reference, timestamp=when)
+
+
+def _parse_snapshot(snapshot: dict[str, Any]) -> dict[str, Any]:
+    columns: dict[str, dict[str, Any]] = {}
+    share, count = None, None
+    for metric in snapshot["metrics"]:
+        config = metric["config"]
+        if config["type"] == _VALUE_DRIFT:
+            columns[config["column"]] = {
+                "method_display": config["method"],
+                "threshold": config["threshold"],
+                "score": metric["value"],
+            }
+        elif config["type"] == _DRIFTED_COUNT:
+            share, count = metric["value"]["share"], metric["value"]["count"]
+    for test in snapshot["tests"]:
+        params = test["metric_config"]["params"]
+        if params["type"] == _VALUE_DRIFT:
+            columns[params["column"]]["drifted"] = test["status"] == "FAIL"
+    return {"columns": columns, "share": share, "number_of_drifted_columns": count}
+
+
+def evidently_data_drift(
+    reference_df: pd.DataFrame,
+    current_df: pd.DataFrame,
+    columns: dict[str, ColumnType],
+    *,
+    timestamp: dt.datetime | None = None,
+) -> dict[str, Any]:
+    """Run evidently's ``DataDriftPreset`` and return its decisions in plain Python.
+
+    ``{"columns": {name: {method_display, threshold, score, drifted}}, "share",
+    "number_of_drifted_columns", "dataset_drift"}``; per-column values come from the
+    ``ValueDrift`` metrics and their tests, the share from ``DriftedColumnsCount``.
+    """
+    snapshot = _run_preset(reference_df, current_df, columns, timestamp)
+    result = _parse_snapshot(snapshot.dict())
+    result["dataset_drift"] = result["share"] is not None and result["share"] >= 0.5
+    return result
+
+
+def render_drift_report_html(
+    reference_df: pd.DataFrame,
+    current_df: pd.DataFrame,
+    columns: dict[str, ColumnType],
+    *,
+    timestamp: dt.datetime | None = None,
+) -> str:
+    """evidently's stand-alone HTML drift report of ``current_df`` against ``reference_df``."""
+    snapshot = _run_preset(reference_df, current_df, columns, timestamp)
+    return snapshot.get_html_str(as_iframe=False)
+
+
+def evidently_dataset_level_scores(
+    reference_df: pd.DataFrame, current_df: pd.DataFrame, columns: dict[str, ColumnType]
+) -> dict[str, tuple[float, bool]]:
+    """Per-column ``(score, drifted)`` from the dataset-level drift table that evidently's
+    ``DriftedColumnsCount`` (and the preset's HTML table) is computed from.
+
+    It differs from the per-column ``ValueDrift`` metric in one way: it only drops ±inf from
+    a column that also holds NaN, so ±inf reaches the statistics (NaN or inf scores).
+    """
+    from evidently.legacy.metrics import DataDriftTable
+    from evidently.legacy.pipeline.column_mapping import ColumnMapping
+    from evidently.legacy.report import Report as LegacyReport
+
+    mapping = ColumnMapping(
+        numerical_features=[c for c, t in columns.items() if t == "numerical"],
+        categorical_features=[c for c, t in columns.items() if t == "categorical"],
+    )
+    report = LegacyReport(metrics=[DataDriftTable(columns=list(columns))])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        report.run(
+            reference_data=reference_df[list(columns)],
+            current_data=current_df[list(columns)],
+            column_mapping=mapping,
+        )
+        # The legacy report computes lazily: the ±inf arithmetic warns here, not in run().
+        by_column = report.as_dict()["metrics"][0]["result"]["drift_by_columns"]
+    return {name: (float(r["drift_score"]), bool(r["drift_detected"])) for name, r in by_column.items()}

@@ -1,0 +1,236 @@
+"""Quality metrics of one window with labels: classification and regression, with intervals.
+
+Everything is vectorised over rows; outputs are JSON-ready (floats or None, never NaN).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+Z_95 = 1.959963984540054  # two-sided 95% normal quantile
+BOOTSTRAP_RESAMPLES = 200  # enough for a stable 95% interval on a dashboard, cheap per check
+BOOTSTRAP_SEED = 0  # fixed, so re-running a check stores the same interval
+_BOOTSTRAP_CHUNK_ROWS = 2_000_000  # resampled rows materialised at once (regression bootstrap)
+
+
+def _json(value: float) -> float | None:
+    return float(value) if np.isfinite(value) else None
+
+
+def _interval(low: float, high: float) -> list[float | None]:
+    return [_json(low), _json(high)]
+
+
+def wilson_interval(successes: int, n: int, z: float = Z_95) -> list[float | None]:
+    """Wilson score interval for a proportion; well-behaved near 0 and 1 and for small n."""
+    if n == 0:
+        return [None, None]
+    p = successes / n
+    denominator = 1 + z**2 / n
+    centre = (p + z**2 / (2 * n)) / denominator
+    half = z * np.sqrt(p * (1 - p) / n + z**2 / (4 * n**2)) / denominator
+    return _interval(centre - half, centre + half)
+
+
+def _codes(values: Any, classes: Sequence[Any], what: str) -> np.ndarray:
+    codes = pd.Categorical(np.asarray(values, dtype=object), categories=list(classes)).codes.astype(np.int64)
+    unknown = codes < 0
+    if unknown.any():
+        examples = pd.unique(np.asarray(values, dtype=object)[unknown])[:5].tolist()
+        raise ValueError(f"{what} holds values outside classes: {examples}")
+    return codes
+
+
+def confusion_matrix(true_codes: np.ndarray, pred_codes: np.ndarray, k: int) -> np.ndarray:
+    """Rows: true class, columns: predicted class."""
+    return np.bincount(true_codes * k + pred_codes, minlength=k * k).reshape(k, k)
+
+
+def _prf(confusion: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-class precision, recall, F1 on the last two axes (batched); 0 where undefined,
+    as scikit-learn's zero_division=0."""
+    tp = np.diagonal(confusion, axis1=-2, axis2=-1).astype("float64")
+    predicted, actual = confusion.sum(axis=-2), confusion.sum(axis=-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        precision = np.where(predicted > 0, tp / predicted, 0.0)
+        recall = np.where(actual > 0, tp / actual, 0.0)
+        f1 = np.where(predicted + actual > 0, 2 * tp / (predicted + actual), 0.0)
+    return precision, recall, f1
+
+
+def _bootstrap_macro_f1(confusion: np.ndarray, resamples: int, seed: int) -> list[float | None]:
+    # Resampling rows with replacement is a multinomial draw over confusion cells, so the
+    # bootstrap costs O(resamples * k^2), whatever the window size.
+    n, k = int(confusion.sum()), confusion.shape[0]
+    rng = np.random.default_rng(seed)
+    draws = rng.multinomial(n, confusion.ravel() / n, size=resamples).reshape(resamples, k, k)
+    macro = _prf(draws)[2].mean(axis=1)
+    return _interval(*np.percentile(macro, [2.5, 97.5]))
+
+
+def _binary_auc(scores: np.ndarray, positive: np.ndarray) -> float | None:
+    """Mann-Whitney form of ROC AUC, ties counted half (equals scikit-learn's)."""
+    n_pos = int(positive.sum())
+    n_neg = positive.size - n_pos
+    if n_pos == 0 or n_neg == 0:
+        return None
+    ranks = stats.rankdata(scores)
+    return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def roc_auc(true_codes: np.ndarray, probabilities: np.ndarray) -> float | None:
+    """Binary AUC of the second class, else one-vs-rest macro AUC (None if a class is absent)."""
+    if probabilities.shape[1] == 2:
+        return _binary_auc(probabilities[:, 1], true_codes == 1)
+    aucs = [_binary_auc(probabilities[:, c], true_codes == c) for c in range(probabilities.shape[1])]
+    defined = [a for a in aucs if a is not None]
+    return float(np.mean(defined)) if len(defined) == len(aucs) else None
+
+
+def log_loss(true_codes: np.ndarray, probabilities: np.ndarray) -> float:
+    """Mean negative log-likelihood of the true class; probabilities clipped away from 0."""
+    eps = np.finfo(np.float64).eps
+    p_true = np.clip(probabilities[np.arange(true_codes.size), true_codes], eps, 1.0)
+    return float(-np.mean(np.log(p_true)))
+
+
+def _probability_matrix(probabilities: Any, n: int, k: int) -> np.ndarray:
+    matrix = np.asarray(probabilities, dtype="float64")
+    if matrix.shape != (n, k):
+        raise ValueError(f"probabilities must have shape ({n}, {k}) in `classes` order, got {matrix.shape}")
+    return matrix
+
+
+def classification_metrics(
+    y_true: Any,
+    y_pred: Any,
+    *,
+    classes: Sequence[Any],
+    probabilities: Any | None = None,
+    bootstrap_resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> dict[str, Any]:
+    """Accuracy (Wilson 95% CI), precision/recall/F1 macro and per class, macro-F1 bootstrap CI,
+    and ROC AUC / log loss when ``probabilities`` (n x len(classes), ``classes`` order) are given.
+    """
+    k = len(classes)
+    true_codes, pred_codes = _codes(y_true, classes, "y_true"), _codes(y_pred, classes, "y_pred")
+    n = int(true_codes.size)
+    if n == 0:
+        return {"n": 0, "accuracy": None, "accuracy_ci": [None, None], "per_class": {}}
+    confusion = confusion_matrix(true_codes, pred_codes, k)
+    precision, recall, f1 = _prf(confusion)
+    correct = int(np.trace(confusion))
+    result: dict[str, Any] = {
+        "n": n,
+        "accuracy": correct / n,
+        "accuracy_ci": wilson_interval(correct, n),
+        "precision_macro": float(precision.mean()),
+        "recall_macro": float(recall.mean()),
+        "f1_macro": float(f1.mean()),
+        "f1_macro_ci": _bootstrap_macro_f1(confusion, bootstrap_resamples, seed),
+        "per_class": _per_class(classes, precision, recall, f1, confusion.sum(axis=1)),
+        "confusion_matrix": confusion.tolist(),
+        "roc_auc": None,
+        "log_loss": None,
+    }
+    if probabilities is not None:
+        matrix = _probability_matrix(probabilities, n, k)
+        result["roc_auc"] = roc_auc(true_codes, matrix)
+        result["log_loss"] = _json(log_loss(true_codes, matrix))
+    return result
+
+
+def _per_class(
+    classes: Sequence[Any],
+    precision: np.ndarray,
+    recall: np.ndarray,
+    f1: np.ndarray,
+    support: np.ndarray,
+) -> dict[str, dict[str, float | int]]:
+    # Keys are strings: JSON object keys must be, and the dashboard shows them as labels.
+    return {
+        str(c): {"precision": float(p), "recall": float(r), "f1": float(f), "support": int(s)}
+        for c, p, r, f, s in zip(classes, precision, recall, f1, support, strict=True)
+    }
+
+
+def _regression_values(errors: np.ndarray, y_true: np.ndarray) -> tuple[np.ndarray, ...]:
+    """MAE, RMSE, R² along the last axis (so a batch of resamples is one call)."""
+    mae = np.abs(errors).mean(axis=-1)
+    sse = np.square(errors).sum(axis=-1)
+    rmse = np.sqrt(sse / errors.shape[-1])
+    sst = np.square(y_true - y_true.mean(axis=-1, keepdims=True)).sum(axis=-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r2 = np.where(sst > 0, 1 - sse / sst, np.nan)
+    return mae, rmse, r2
+
+
+def _bootstrap_regression(errors: np.ndarray, y_true: np.ndarray, resamples: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    chunk = max(1, _BOOTSTRAP_CHUNK_ROWS // errors.size)
+    out = []
+    for start in range(0, resamples, chunk):  # a loop over resample chunks, not rows
+        idx = rng.integers(0, errors.size, size=(min(chunk, resamples - start), errors.size))
+        out.append(np.stack(_regression_values(errors[idx], y_true[idx]), axis=1))
+    return np.concatenate(out)
+
+
+def regression_metrics(
+    y_true: Any,
+    y_pred: Any,
+    *,
+    bootstrap_resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> dict[str, Any]:
+    """MAE, RMSE, R² with percentile-bootstrap 95% CIs (R² is None for a constant target)."""
+    truth, pred = np.asarray(y_true, dtype="float64"), np.asarray(y_pred, dtype="float64")
+    if truth.shape != pred.shape:
+        raise ValueError(f"y_true and y_pred differ in shape: {truth.shape} vs {pred.shape}")
+    if truth.size == 0:
+        return {"n": 0, "mae": None, "rmse": None, "r2": None}
+    errors = truth - pred
+    mae, rmse, r2 = _regression_values(errors, truth)
+    boot = _bootstrap_regression(errors, truth, bootstrap_resamples, seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN R² column: constant target
+        low, high = np.nanpercentile(boot, [2.5, 97.5], axis=0)
+    return {
+        "n": int(truth.size),
+        "mae": _json(float(mae)),
+        "rmse": _json(float(rmse)),
+        "r2": _json(float(r2)),
+        "mae_ci": _interval(low[0], high[0]),
+        "rmse_ci": _interval(low[1], high[1]),
+        "r2_ci": _interval(low[2], high[2]),
+    }
+
+
+def label_stats(prediction_times: Any, label_times: Any) -> dict[str, Any]:
+    """Label coverage and delay of a window: ``label_times`` is NaT where no label arrived yet.
+
+    Delays are in seconds (median, p90, max) over the labelled samples; a label may arrive
+    before its prediction is logged, which gives a negative delay and is kept as such.
+    """
+    predicted = pd.to_datetime(pd.Series(prediction_times), utc=True)
+    labelled = pd.to_datetime(pd.Series(label_times), utc=True)
+    if len(predicted) != len(labelled):
+        raise ValueError("prediction_times and label_times differ in length")
+    has_label = labelled.notna().to_numpy()
+    delays = (labelled[has_label] - predicted[has_label]).dt.total_seconds().to_numpy()
+    n = len(predicted)
+    quantiles = np.quantile(delays, [0.5, 0.9]) if delays.size else [np.nan, np.nan]
+    return {
+        "n": n,
+        "n_labelled": int(has_label.sum()),
+        "label_coverage": float(has_label.mean()) if n else None,
+        "label_delay_median_s": _json(float(quantiles[0])),
+        "label_delay_p90_s": _json(float(quantiles[1])),
+        "label_delay_max_s": _json(float(delays.max())) if delays.size else None,
+    }

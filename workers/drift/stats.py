@@ -1,0 +1,145 @@
+"""The statistical tests evidently 0.7.23 selects by default, computed from a reference summary.
+
+Each function mirrors one evidently stattest (module named in its docstring) operation for
+operation, so scores agree to floating-point rounding; the difference is that the reference
+side comes pre-sorted / pre-counted from a ``ReferenceSummary`` instead of being recomputed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy import stats
+from scipy.spatial import distance
+
+
+@dataclass(frozen=True)
+class StatTest:
+    """A stattest as evidently registers it: short name, display name, default threshold."""
+
+    name: str
+    display_name: str
+    threshold: float
+    higher_is_drift: bool  # distances drift when >= threshold; p-values when <= / < threshold
+    inclusive: bool = True  # p-value tests: KS uses `<=`, chi-square and z use `<`
+
+    def drifted(self, score: float, threshold: float) -> bool:
+        if np.isnan(score):
+            return False  # evidently: every comparison with NaN is False
+        if self.higher_is_drift:
+            return bool(score >= threshold)
+        return bool(score <= threshold) if self.inclusive else bool(score < threshold)
+
+
+KS = StatTest("ks", "K-S p_value", 0.05, higher_is_drift=False, inclusive=True)
+CHI_SQUARE = StatTest("chisquare", "chi-square p_value", 0.05, higher_is_drift=False, inclusive=False)
+Z = StatTest("z", "Z-test p_value", 0.05, higher_is_drift=False, inclusive=False)
+JENSEN_SHANNON = StatTest("jensenshannon", "Jensen-Shannon distance", 0.1, higher_is_drift=True)
+WASSERSTEIN = StatTest("wasserstein", "Wasserstein distance (normed)", 0.1, higher_is_drift=True)
+STATTESTS: dict[str, StatTest] = {t.name: t for t in (KS, CHI_SQUARE, Z, JENSEN_SHANNON, WASSERSTEIN)}
+
+# evidently's _get_default_stattest: "small" references have at most this many non-missing rows.
+SMALL_REFERENCE_MAX_ROWS = 1000
+# ... and a numerical column with at most this many distinct values (reference ∪ current) is
+# treated as discrete.
+DISCRETE_MAX_UNIQUE = 5
+# ... and at most this many distinct values is binary (z-test instead of chi-square).
+BINARY_MAX_UNIQUE = 2
+
+
+def default_stattest(column_type: str, n_reference: int, n_unique: int) -> StatTest:
+    """evidently 0.7.23 ``_get_default_stattest`` for numerical and categorical columns.
+
+    ``n_reference`` is the non-missing reference row count; ``n_unique`` the number of distinct
+    non-missing values in reference and current together.
+    """
+    if n_reference <= SMALL_REFERENCE_MAX_ROWS:
+        if column_type == "numerical" and n_unique > DISCRETE_MAX_UNIQUE:
+            return KS
+        return CHI_SQUARE if n_unique > BINARY_MAX_UNIQUE else Z
+    if column_type == "numerical" and n_unique > DISCRETE_MAX_UNIQUE:
+        return WASSERSTEIN
+    return JENSEN_SHANNON
+
+
+def ks_pvalue(reference_sorted: np.ndarray, current: np.ndarray) -> float:
+    """evidently ``ks_stattest``: scipy's two-sided two-sample KS p-value (method "auto")."""
+    return float(stats.ks_2samp(reference_sorted, current).pvalue)
+
+
+def wasserstein_norm(reference_sorted: np.ndarray, reference_std: float, current: np.ndarray) -> float:
+    """evidently ``wasserstein_distance_norm``: W1(reference, current) / max(std(reference), 0.001).
+
+    The integral of |F_ref - F_cur| that scipy's ``_cdf_distance`` computes, term for term, but
+    the reference arrives sorted: only the window is sorted and merged into it (one
+    searchsorted of the window), instead of re-sorting reference + window on every check.
+    """
+    n, m = reference_sorted.size, current.size
+    current_sorted = np.sort(current)
+    # Window value j lands after every reference value <= it and after window values 0..j-1.
+    positions = reference_sorted.searchsorted(current_sorted, "right") + np.arange(m)
+    is_current = np.zeros(n + m, dtype=bool)
+    is_current[positions] = True
+    all_values = np.empty(n + m, dtype="float64")
+    all_values[positions] = current_sorted
+    all_values[~is_current] = reference_sorted
+    # Counts up to each merged position; inside a run of ties they are partial, but there the
+    # step to the next value is 0, so the integral is unchanged.
+    cur_counts = np.cumsum(is_current)[:-1]
+    ref_counts = np.arange(1, n + m) - cur_counts
+    deltas = np.diff(all_values)
+    distance_ = float(np.dot(np.abs(ref_counts / n - cur_counts / m), deltas))
+    return distance_ / max(reference_std, 0.001)
+
+
+def _aligned_counts(
+    reference_counts: dict[Any, int], current_counts: dict[Any, int]
+) -> tuple[list[Any], np.ndarray, np.ndarray]:
+    # evidently: keys = set(ref) | set(cur), categories absent on one side count 0.
+    keys = list(set(reference_counts) | set(current_counts))
+    ref = np.array([reference_counts.get(k, 0) for k in keys], dtype="float64")
+    cur = np.array([current_counts.get(k, 0) for k in keys], dtype="float64")
+    return keys, ref, cur
+
+
+def chi_square_pvalue(reference_counts: dict[Any, int], current_counts: dict[Any, int]) -> float:
+    """evidently ``chisquare_stattest``: expected = reference counts scaled to the current size.
+
+    A category absent from the reference has expected count 0, so the statistic is infinite
+    and the p-value 0 (scipy warns about the division): evidently does exactly this.
+    """
+    _, ref, cur = _aligned_counts(reference_counts, current_counts)
+    f_exp = ref * (cur.sum() / ref.sum())
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return float(stats.chisquare(cur, f_exp)[1])
+
+
+def z_pvalue(reference_counts: dict[Any, int], current_counts: dict[Any, int]) -> float:
+    """evidently ``z_stattest``: two-proportion z-test on "is not the smallest value"."""
+    if (
+        len(reference_counts) == 1
+        and len(current_counts) == 1
+        and reference_counts.keys() == current_counts.keys()
+    ):
+        return 1.0
+    first = sorted(set(reference_counts) | set(current_counts))[0]
+    n1, n2 = sum(reference_counts.values()), sum(current_counts.values())
+    p1 = float(n1 - reference_counts.get(first, 0)) / n1
+    p2 = float(n2 - current_counts.get(first, 0)) / n2
+    pooled = float(p1 * n1 + p2 * n2) / (n1 + n2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = (p1 - p2) / np.sqrt(pooled * (1 - pooled) * (1.0 / n1 + 1.0 / n2))
+    return float(2 * (1 - stats.norm.cdf(np.abs(z))))
+
+
+def jensen_shannon(reference_counts: dict[Any, int], current_counts: dict[Any, int]) -> float:
+    """evidently ``jensenshannon``: JS distance (natural log) between category frequencies.
+
+    Under the default selection this test only meets discrete columns (categorical, or
+    numerical with at most 5 values), i.e. evidently's per-value branch of ``get_binned_data``,
+    never its Sturges-histogram branch (which needs more than 20 reference values).
+    """
+    _, ref, cur = _aligned_counts(reference_counts, current_counts)
+    return float(distance.jensenshannon(ref / ref.sum(), cur / cur.sum()))
