@@ -112,8 +112,16 @@ else:
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": VAR_DIR / "driftwatch.sqlite3",
-            # Web, worker and beat write concurrently; wait for the lock instead of failing.
-            "OPTIONS": {"timeout": 30, "transaction_mode": "IMMEDIATE"},
+            # Web, worker and beat write concurrently: WAL lets readers run beside the writer,
+            # and writers wait for the lock instead of failing.
+            "OPTIONS": {
+                "timeout": 30,
+                "transaction_mode": "IMMEDIATE",
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            },
+            # A file, not shared-cache memory: threads of the in-process worker and beat in
+            # tests would get "table is locked" at once instead of waiting.
+            "TEST": {"NAME": str(VAR_DIR / "test-driftwatch.sqlite3")},
         }
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
