@@ -128,16 +128,20 @@ def bench_million_rows(n_reference: int = 100_000, n_current: int = 1_000_000) -
     )
 
 
-# ---------------------------------------------------------------------------------------------
-# HOOK for the lead: `def bench_postgres_check(...)` — end-to-end scheduled check of a
-# 100,000-sample window read from PostgreSQL (load PredictionSample rows → DataFrame →
-# data_drift). It needs the Django models, so it lives with them; register it in SECTIONS.
-# ---------------------------------------------------------------------------------------------
+def bench_postgres_check() -> None:
+    """End-to-end scheduled check of a 100,000-sample window read from PostgreSQL (DATABASE_URL
+    or the local default; uses its own `<db>_bench` database)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _drift_postgres import bench_postgres_check as run
+
+    run(make_frame, make_columns())
+
 
 SECTIONS: dict[str, Callable[[], None]] = {
     "speed-small-reference": lambda: bench_speed_vs_evidently(1_000),
     "speed-large-reference": lambda: bench_speed_vs_evidently(100_000),
     "million-rows": bench_million_rows,
+    "postgres-check": bench_postgres_check,
 }
 
 

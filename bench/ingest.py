@@ -21,10 +21,9 @@ import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse, urlunparse
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "platform"), str(ROOT)]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _pg import ROOT, bench_database_url, django_on  # noqa: E402
 
 MODEL = "bench-ingest"
 FEATURES = [{"name": f"x{i}", "type": "numerical"} for i in range(6)] + [
@@ -55,37 +54,15 @@ def make_samples(prefix: str, n: int, seed: int) -> list[dict[str, Any]]:
     return out
 
 
-def bench_database_url(base: str) -> str:
-    parsed = urlparse(base)
-    return urlunparse(parsed._replace(path=parsed.path.rstrip("/") + "_bench"))
-
-
-def ensure_database(url: str) -> None:
-    import psycopg
-
-    parsed = urlparse(url)
-    admin = urlunparse(parsed._replace(path="/postgres"))
-    with psycopg.connect(admin, autocommit=True) as conn:
-        name = parsed.path.lstrip("/")
-        if not conn.execute("SELECT 1 FROM pg_database WHERE datname=%s", (name,)).fetchone():
-            conn.execute(f'CREATE DATABASE "{name}"')
-
-
 def setup_django(url: str) -> str:
     """Migrate the bench database, (re)create the bench model and return an ingest token."""
-    os.environ["DATABASE_URL"] = url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "driftwatch.settings")
-    import django
-
-    django.setup()
+    django_on(url)
     from django.contrib.auth import get_user_model
-    from django.core.management import call_command
 
     from core.services import api_token_create
     from registry.models import RegisteredModel
     from registry.services import model_register
 
-    call_command("migrate", interactive=False, verbosity=0)
     RegisteredModel.objects.filter(name__in=[MODEL, MODEL + "-copy"]).delete()
     model_register(data={"name": MODEL, "task": "classification", "features": FEATURES, "classes": CLASSES})
     model_register(
@@ -270,9 +247,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="gunicorn worker processes")
     parser.add_argument("--port", type=int, default=8799)
     args = parser.parse_args()
-    base = os.environ.get("DATABASE_URL") or "postgres://postgres@127.0.0.1:5432/driftwatch"
-    url = bench_database_url(base)
-    ensure_database(url)
+    url = bench_database_url()
     token = setup_django(url)
     server = start_server(url, args.port, args.workers)
     try:

@@ -51,8 +51,13 @@ def _k_of_n(check: QualityCheck, policy: "MonitoringPolicy", kind: str) -> bool:
 
 
 def _in_cooldown(check: QualityCheck, policy: "MonitoringPolicy", kind: str) -> bool:
-    since = timezone.now() - timedelta(minutes=policy.cooldown_minutes)
-    return Alert.objects.filter(model_id=check.model_id, kind=kind, resolved_at__gte=since).exists()
+    """Measured in the checks' own time (window ends), so backfills and replays behave; an
+    alert resolved by hand, with no check behind it, counts from its wall-clock resolution."""
+    cooldown = timedelta(minutes=policy.cooldown_minutes)
+    resolved = Alert.objects.filter(model_id=check.model_id, kind=kind, state=AlertState.RESOLVED)
+    by_check = resolved.filter(last_check__window_end__gt=check.window_end - cooldown)
+    by_hand = resolved.filter(last_check__isnull=True, resolved_at__gt=timezone.now() - cooldown)
+    return by_check.exists() or by_hand.exists()
 
 
 def _severity(kind: str, decisions: dict[str, Any]) -> str:

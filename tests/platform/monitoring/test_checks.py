@@ -150,3 +150,22 @@ def test_a_fresh_running_check_is_left_to_its_worker() -> None:
                                 state=CheckState.RUNNING, started_at=timezone.now(), attempts=1)
     quality_check_run(model_id=model.pk, window=window)
     assert QualityCheck.objects.get().state == CheckState.RUNNING
+
+
+@pytest.mark.django_db
+def test_cooldown_is_measured_in_check_time_not_wall_clock() -> None:
+    model = monitored_model(cooldown_minutes=90, window_size=500)
+    plan = [0.45, 0.05, 0.05, 0.45]  # breach, recover at 2h, fine at 3h, breach at 4h: 2h after, past cooldown
+    for hour, flip in enumerate(plan):
+        send(model, rows(500, seed=30 + hour, flip=flip), start=T0 + timedelta(hours=hour), prefix=f"h{hour}-")
+        run_check(model, T0 + timedelta(hours=hour + 1))
+    states = sorted(Alert.objects.filter(model=model, kind="accuracy_drop").values_list("state", flat=True))
+    assert states == ["open", "resolved"]
+
+
+@pytest.mark.django_db
+def test_window_reads_timestamps_with_and_without_fractions() -> None:
+    model = monitored_model()
+    send(model, rows(300, seed=40), start=T0, prefix="a", step=timedelta(milliseconds=500))
+    check = run_check(model, T0 + timedelta(hours=1))
+    assert check.state == CheckState.DONE and check.n_samples == 300

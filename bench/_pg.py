@@ -1,0 +1,42 @@
+"""Shared by the benchmarks that need PostgreSQL: a private `<db>_bench` database and Django."""
+
+import os
+import sys
+from pathlib import Path
+from urllib.parse import urlparse, urlunparse
+
+ROOT = Path(__file__).resolve().parents[1]
+for path in (str(ROOT), str(ROOT / "platform")):
+    if path not in sys.path:
+        sys.path.insert(0, path)
+
+DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/driftwatch"
+
+
+def bench_database_url(base: str | None = None, suffix: str = "_bench") -> str:
+    parsed = urlparse(base or os.environ.get("DATABASE_URL") or DEFAULT_URL)
+    return urlunparse(parsed._replace(path=parsed.path.rstrip("/") + suffix))
+
+
+def ensure_database(url: str) -> None:
+    import psycopg
+
+    parsed = urlparse(url)
+    admin = urlunparse(parsed._replace(path="/postgres"))
+    with psycopg.connect(admin, autocommit=True) as conn:
+        name = parsed.path.lstrip("/")
+        if not conn.execute("SELECT 1 FROM pg_database WHERE datname=%s", (name,)).fetchone():
+            conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def django_on(url: str) -> None:
+    """Point Django at the bench database, set it up and migrate it."""
+    ensure_database(url)
+    os.environ["DATABASE_URL"] = url
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "driftwatch.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", interactive=False, verbosity=0)
