@@ -21,4 +21,10 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.conf.task_default_queue = queues.DEFAULT
 app.conf.task_queues = (Queue(queues.DEFAULT), Queue(queues.CHECKS))
 app.conf.task_create_missing_queues = True  # gpu.<host> queues are named per node
+app.conf.task_routes = {
+    "driftwatch.checks.run_due": {"queue": queues.CHECKS},
+    "driftwatch.checks.reap_stuck": {"queue": queues.CHECKS},
+    "driftwatch.checks.check_model": {"queue": queues.CHECKS},
+    # everything else (notifications, reports) goes to the default queue
+}
 app.autodiscover_tasks(["workers"], related_name="tasks")

@@ -10,7 +10,6 @@ import sysconfig
 from datetime import datetime
 from typing import Any
 
-from workers import queues
 from workers.celery_app import app
 
 logger = logging.getLogger(__name__)
@@ -26,21 +25,21 @@ def platform_info() -> dict[str, str]:
     }
 
 
-@app.task(name="driftwatch.checks.run_due", queue=queues.CHECKS)
+@app.task(name="driftwatch.checks.run_due")
 def run_due_checks() -> int:
     from monitoring.scheduling import checks_dispatch_due
 
     return checks_dispatch_due()
 
 
-@app.task(name="driftwatch.checks.reap_stuck", queue=queues.CHECKS)
+@app.task(name="driftwatch.checks.reap_stuck")
 def reap_stuck_checks() -> int:
     from monitoring.scheduling import checks_reap_stuck
 
     return checks_reap_stuck()
 
 
-@app.task(name="driftwatch.checks.check_model", queue=queues.CHECKS)
+@app.task(name="driftwatch.checks.check_model")
 def check_model(model_id: int, window_spec: str, window_end: str) -> int | None:
     from monitoring.checks import parse_window_spec, quality_check_run
 
@@ -69,7 +68,7 @@ def deliver_notification(self: Any, notification_id: int) -> str:
         return "failed"
 
 
-@app.task(name="driftwatch.checks.render_report", queue=queues.DEFAULT)
+@app.task(name="driftwatch.checks.render_report")
 def render_report(check_id: int) -> str | None:
     from monitoring.reports import check_report_render
 

@@ -6,4 +6,11 @@ app_name = "dashboard"
 urlpatterns = [
     path("", views.home, name="home"),
     path("models/<str:name>/", views.model_page, name="model"),
+    path("models/<str:name>/checks/run", views.model_check_run, name="model-check-run"),
+    path("checks/<int:check_id>/", views.check_detail, name="check"),
+    path("checks/<int:check_id>/report", views.check_report, name="check-report"),
+    path("checks/<int:check_id>/report/request", views.check_report_request, name="check-report-request"),
+    path("alerts/", views.alerts_page, name="alerts"),
+    path("alerts/<int:alert_id>/acknowledge", views.alert_acknowledge, name="alert-acknowledge"),
+    path("alerts/<int:alert_id>/resolve", views.alert_resolve, name="alert-resolve"),
 ]

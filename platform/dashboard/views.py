@@ -1,24 +1,131 @@
-"""Server-rendered pages: fetch through selectors, render a template."""
+"""Server-rendered pages: fetch through selectors, render a template; writes call services."""
 
+import logging
+
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.core.exceptions import PermissionDenied
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http.response import HttpResponseBase
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_POST
 
-from registry import selectors
-from registry.models import RegisteredModel
+from dashboard import selectors
+from monitoring import alerts as alert_services
+from monitoring import checks as check_services
+from monitoring import reports
+from monitoring.models import AlertState
+
+logger = logging.getLogger(__name__)
 
 
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
-    models = [selectors.model_detail(model=m) for m in RegisteredModel.objects.all()]
-    return render(request, "dashboard/home.html", {"models": models})
+    return render(request, "dashboard/home.html", {"models": selectors.model_rows()})
 
 
 @login_required
 def model_page(request: HttpRequest, name: str) -> HttpResponse:
     model = selectors.model_get(name=name)
-    return render(
-        request,
-        "dashboard/model.html",
-        {"model": selectors.model_detail(model=model), "versions": model.versions.all()},
-    )
+    policy = selectors.policy_get(model=model)
+    latest = selectors.latest_done_check(model=model)
+    context = {
+        "model": model,
+        "summary": selectors.model_rows(name=model.name)[0],
+        "policy": policy,
+        "policy_rows": selectors.policy_rows(policy=policy),
+        "chart": selectors.quality_chart(model=model, policy=policy),
+        "heatmap": selectors.drift_heatmap(model=model),
+        "latest": latest,
+        "data_quality": selectors.data_quality_rows(check=latest),
+        "alerts": selectors.alerts_list(model=model, limit=50),
+        "checks": selectors.check_rows(model=model, metric=policy.metric),
+        "versions": selectors.versions_list(model=model),
+    }
+    return render(request, "dashboard/model.html", context)
+
+
+@require_POST
+@login_required
+def model_check_run(request: HttpRequest, name: str) -> HttpResponse:
+    if not getattr(request.user, "is_staff", False):
+        raise PermissionDenied("only staff may run checks")
+    model = selectors.model_get(name=name)
+    window = check_services.scheduled_window(check_services.policy_for(model), timezone.now())
+    try:
+        check = check_services.quality_check_run(model_id=model.pk, window=window)
+    except Exception as exc:  # the service stored the failure on the row; show it, don't 500
+        logger.exception("check for %s failed", model.name)
+        messages.error(request, f"Check failed: {type(exc).__name__}: {exc}")
+        return redirect("dashboard:model", name=model.name)
+    if check is not None:
+        messages.success(request, f"Check #{check.pk} over {check.window_spec}: {check.state}.")
+    return redirect("dashboard:model", name=model.name)
+
+
+@login_required
+def check_detail(request: HttpRequest, check_id: int) -> HttpResponse:
+    check = selectors.check_get(check_id=check_id)
+    context = {"check": check, "detail": selectors.check_detail(check=check)}
+    return render(request, "dashboard/check.html", context)
+
+
+@require_POST
+@login_required
+def check_report_request(request: HttpRequest, check_id: int) -> HttpResponse:
+    check = selectors.check_get(check_id=check_id)
+    reports.check_report_request(check=check)
+    messages.info(request, "Report requested: a worker renders it; reload this page in a few seconds.")
+    return redirect("dashboard:check", check_id=check.pk)
+
+
+@login_required
+def check_report(request: HttpRequest, check_id: int) -> HttpResponseBase:
+    """The stored evidently HTML; 404 until a worker has rendered it."""
+    check = selectors.check_get(check_id=check_id)
+    if not selectors.check_has_report(check=check):
+        raise Http404("the report has not been rendered yet")
+    return FileResponse(check.report.open("rb"), content_type="text/html; charset=utf-8")
+
+
+@login_required
+def alerts_page(request: HttpRequest) -> HttpResponse:
+    state = request.GET.get("state") or None
+    if state not in AlertState.values:
+        state = None
+    counts = selectors.alert_counts()
+    context = {
+        "alerts": selectors.alerts_list(state=state),
+        "state": state,
+        "states": [(s, counts[s]) for s in AlertState.values],
+        "counts": counts,
+    }
+    return render(request, "dashboard/alerts.html", context)
+
+
+def _back(request: HttpRequest, fallback: str) -> HttpResponseRedirect:
+    target = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
+        target = fallback
+    return HttpResponseRedirect(target)
+
+
+@require_POST
+@login_required
+def alert_acknowledge(request: HttpRequest, alert_id: int) -> HttpResponse:
+    alert = selectors.alert_get(alert_id=alert_id)
+    if not alert_services.alert_acknowledge(alert=alert):
+        messages.warning(request, f"Alert #{alert.pk} was not open (it is {alert.state}).")
+    return _back(request, reverse("dashboard:model", args=[alert.model.name]))
+
+
+@require_POST
+@login_required
+def alert_resolve(request: HttpRequest, alert_id: int) -> HttpResponse:
+    alert = selectors.alert_get(alert_id=alert_id)
+    if not alert_services.alert_resolve(alert=alert):
+        messages.warning(request, f"Alert #{alert.pk} was already resolved.")
+    return _back(request, reverse("dashboard:model", args=[alert.model.name]))

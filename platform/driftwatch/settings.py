@@ -120,8 +120,8 @@ else:
                 "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
             },
             # A file, not shared-cache memory: threads of the in-process worker and beat in
-            # tests would get "table is locked" at once instead of waiting.
-            "TEST": {"NAME": str(VAR_DIR / "test-driftwatch.sqlite3")},
+            # tests would get "table is locked" at once instead of waiting. One per test process.
+            "TEST": {"NAME": str(VAR_DIR / f"test-driftwatch-{os.getpid()}.sqlite3")},
         }
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

@@ -58,10 +58,10 @@ def window_load(
     params: list[Any] = []
     names, columns = _select_list(model, params)
     where = "s.model_id = %s AND s.timestamp < %s"
-    params += [model.pk, end]
+    params += [model.pk, _db_time(end)]
     if start is not None:
         where += " AND s.timestamp >= %s"
-        params.append(start)
+        params.append(_db_time(start))
     sql = (
         f"SELECT {', '.join(columns)} FROM monitoring_predictionsample s "
         "LEFT JOIN monitoring_groundtruth g ON g.model_id = s.model_id AND g.sample_id = s.sample_id "
@@ -74,6 +74,11 @@ def window_load(
     if start is None:
         start = frame["timestamp"].min() if len(frame) else end
     return Window(frame, start, end)
+
+
+def _db_time(value: datetime) -> Any:
+    """Raw SQL bypasses the ORM's conversion; SQLite stores naive UTC text that must match."""
+    return connection.ops.adapt_datetimefield_value(value)
 
 
 def _csv_dtypes(model: RegisteredModel) -> dict[str, str]:

@@ -19,3 +19,11 @@ def test_task_names_are_permanent() -> None:
 def test_every_driftwatch_task_is_pinned() -> None:
     registered = {name for name in tasks.app.tasks if name.startswith("driftwatch.")}
     assert registered == set(PINNED.values())
+
+
+def test_check_tasks_go_to_the_checks_queue_and_the_rest_to_default() -> None:
+    router = tasks.app.amqp.router
+    queue = {name: router.route({}, name)["queue"].name for name in PINNED.values()}
+    checks = {n for n, q in queue.items() if q == "checks"}
+    assert checks == {"driftwatch.checks.run_due", "driftwatch.checks.reap_stuck", "driftwatch.checks.check_model"}
+    assert {q for n, q in queue.items() if n not in checks} == {"default"}

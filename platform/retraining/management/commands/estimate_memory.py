@@ -63,5 +63,6 @@ class Command(BaseCommand):
                 loss_fn=factory.loss_fn,
                 optimizer=opts["optimizer"],
                 device=opts["device"],
+                precision=opts["amp"] or "fp32",
             )
             self.stdout.write(cli.plan_summary(plan))

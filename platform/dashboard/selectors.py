@@ -1,0 +1,452 @@
+"""Reads for the dashboard: shape stored checks and alerts into what the pages draw.
+
+Any JSON part of a check may be ``{}`` (too little data): every helper here tolerates that.
+"""
+
+import math
+from typing import Any
+
+from django.db.models import Case, Count, IntegerField, OuterRef, Q, QuerySet, Subquery, Value, When
+from django.http import Http404
+
+from dashboard.charts import HLine, Series, line_chart
+from monitoring.models import (
+    Alert,
+    AlertKind,
+    AlertState,
+    CheckState,
+    GroundTruth,
+    MonitoringPolicy,
+    PredictionSample,
+    QualityCheck,
+)
+from registry.models import ModelVersion, RegisteredModel, VersionStatus
+
+CHART_CHECKS = 60
+HEATMAP_CHECKS = 30
+TABLE_CHECKS = 50
+PREDICTION_ROW = "prediction"
+# Tests whose score is a p-value: drift when the score falls *below* the threshold.
+P_VALUE_METHODS = {
+    "ks",
+    "chisquare",
+    "z",
+    "fisher_exact",
+    "g_test",
+    "anderson",
+    "mannw",
+    "t_test",
+    "cramer_von_mises",
+}
+DECISION_LABELS = {  # kind: (label, short label for tables)
+    AlertKind.ACCURACY_DROP: ("accuracy drop", "acc"),
+    AlertKind.ESTIMATED_ACCURACY_DROP: ("estimated accuracy drop", "est"),
+    AlertKind.DATA_QUALITY: ("broken feed", "dq"),
+    AlertKind.DATA_DRIFT: ("data drift", "drift"),
+    AlertKind.PREDICTION_DRIFT: ("prediction drift", "pred"),
+}
+LIVE_STATES = (AlertState.OPEN, AlertState.ACKNOWLEDGED)
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def _pair(value: Any) -> tuple[float, float] | None:
+    if isinstance(value, list | tuple) and len(value) == 2:
+        lo, hi = _num(value[0]), _num(value[1])
+        if lo is not None and hi is not None:
+            return (lo, hi)
+    return None
+
+
+def higher_is_better(metric: str) -> bool:
+    return metric not in ("rmse", "mae", "log_loss")
+
+
+# --- models ---------------------------------------------------------------------------------
+
+
+def model_get(*, name: str) -> RegisteredModel:
+    model = RegisteredModel.objects.filter(name=name).first()
+    if model is None:
+        raise Http404(f"no model named {name!r}")
+    return model
+
+
+def policy_get(*, model: RegisteredModel) -> MonitoringPolicy:
+    """The stored policy, or an unsaved default one: a read never writes."""
+    return MonitoringPolicy.objects.filter(model=model).first() or MonitoringPolicy(model=model)
+
+
+def _count(queryset: QuerySet[Any]) -> Subquery:
+    return Subquery(
+        queryset.filter(model=OuterRef("pk")).order_by().values("model").annotate(c=Count("pk")).values("c"),
+        output_field=IntegerField(),
+    )
+
+
+def model_rows(*, name: str | None = None) -> list[dict[str, Any]]:
+    """One row per model for the home page: counts, champion, latest check, live alerts."""
+    queryset = RegisteredModel.objects.filter(name=name) if name else RegisteredModel.objects.all()
+    models = queryset.annotate(
+        n_samples=_count(PredictionSample.objects.all()),
+        n_labels=_count(GroundTruth.objects.all()),
+        n_open=_count(Alert.objects.filter(state=AlertState.OPEN)),
+        n_acknowledged=_count(Alert.objects.filter(state=AlertState.ACKNOWLEDGED)),
+        champion=Subquery(
+            ModelVersion.objects.filter(model=OuterRef("pk"), status=VersionStatus.CHAMPION).values(
+                "version"
+            )[:1]
+        ),
+    )
+    return [_model_row(m) for m in models]
+
+
+def _model_row(model: RegisteredModel) -> dict[str, Any]:
+    recent = QualityCheck.objects.filter(model=model, state=CheckState.DONE).order_by("-window_end")
+    latest = recent.first()
+    policy = policy_get(model=model)
+    # The newest window may have no labels yet: the last realised value is then the one to show.
+    realised = next((c for c in recent[:20] if _num((c.metrics or {}).get(policy.metric)) is not None), None)
+    return {
+        "name": model.name,
+        "task": model.task,
+        "n_features": len(model.features or []),
+        "champion": model.champion,  # type: ignore[attr-defined]
+        "samples": model.n_samples or 0,  # type: ignore[attr-defined]
+        "labels": model.n_labels or 0,  # type: ignore[attr-defined]
+        "open_alerts": model.n_open or 0,  # type: ignore[attr-defined]
+        "acknowledged_alerts": model.n_acknowledged or 0,  # type: ignore[attr-defined]
+        "latest": check_row(check=latest, metric=policy.metric) if latest else None,
+        "realised": check_row(check=realised, metric=policy.metric) if realised else None,
+    }
+
+
+def policy_rows(*, policy: MonitoringPolicy) -> list[tuple[str, Any]]:
+    window = f"last {policy.window_size} {'samples' if policy.window_kind == 'samples' else 'hours'}"
+    return [
+        ("enabled", policy.enabled),
+        ("window", window),
+        ("check every", f"{policy.check_every_minutes} min"),
+        ("min samples / labels", f"{policy.min_samples} / {policy.min_labels}"),
+        ("metric", policy.metric),
+        ("baseline", policy.baseline if policy.baseline is not None else "champion on reference"),
+        ("tolerance", policy.tolerance),
+        ("dataset drift at share", policy.drift_share),
+        ("alert when", f"{policy.alert_k} of last {policy.alert_n} checks breach"),
+        ("cooldown", f"{policy.cooldown_minutes} min"),
+        ("auto retrain", policy.auto_retrain),
+        ("notify", ", ".join(policy.emails() + ([policy.webhook_url] if policy.webhook_url else [])) or "—"),
+        ("next check", policy.next_check_at),
+    ]
+
+
+def versions_list(*, model: RegisteredModel) -> QuerySet[ModelVersion]:
+    return ModelVersion.objects.filter(model=model).order_by("-version")
+
+
+# --- checks ---------------------------------------------------------------------------------
+
+
+def checks_recent(*, model: RegisteredModel, limit: int, done_only: bool = False) -> list[QualityCheck]:
+    """The latest ``limit`` checks, oldest first (the order charts read in)."""
+    queryset = QualityCheck.objects.filter(model=model).select_related("version")
+    if done_only:
+        queryset = queryset.filter(state=CheckState.DONE)
+    return list(reversed(queryset.order_by("-window_end", "-pk")[:limit]))
+
+
+def check_get(*, check_id: int) -> QualityCheck:
+    check = QualityCheck.objects.select_related("model", "version").filter(pk=check_id).first()
+    if check is None:
+        raise Http404(f"no check {check_id}")
+    return check
+
+
+def check_has_report(*, check: QualityCheck) -> bool:
+    name = check.report.name
+    return check.report.storage.exists(name) if name else False
+
+
+def decision_badges(decisions: dict[str, Any]) -> list[dict[str, str]]:
+    """True: breach, False: fine, None: not enough data to decide."""
+    badges = []
+    for key, (label, short) in DECISION_LABELS.items():
+        value = decisions.get(key)
+        css = "bad" if value is True else "ok" if value is False else "na"
+        badges.append({"key": key, "label": label, "short": short, "css": css})
+    return badges
+
+
+def check_row(*, check: QualityCheck, metric: str) -> dict[str, Any]:
+    """The numbers one check contributes to a table row."""
+    metrics, estimated, labels = check.metrics or {}, check.estimated or {}, check.labels or {}
+    return {
+        "id": check.pk,
+        "check": check,
+        "state": check.state,
+        "metric": metric,
+        "value": _num(metrics.get(metric)),
+        "ci": _pair(metrics.get(f"{metric}_ci")),
+        "accuracy": _num(metrics.get("accuracy")),
+        "estimated": _num(estimated.get("value")),
+        "estimated_ci": _pair(estimated.get("ci")),
+        "estimate_error": _num(estimated.get("error")),
+        "coverage": _num(labels.get("label_coverage")),
+        "drift_share": _num((check.drift or {}).get("share")),
+        "dataset_drift": (check.drift or {}).get("dataset_drift"),
+        "badges": decision_badges(check.decisions or {}),
+    }
+
+
+def check_rows(*, model: RegisteredModel, metric: str, limit: int = TABLE_CHECKS) -> list[dict[str, Any]]:
+    return [check_row(check=c, metric=metric) for c in reversed(checks_recent(model=model, limit=limit))]
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def _ci_text(ci: tuple[float, float] | None) -> str:
+    return f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""
+
+
+def quality_chart(*, model: RegisteredModel, policy: MonitoringPolicy) -> dict[str, Any] | None:
+    """Realised metric with its CI band, the CBPE estimate beside it, baseline and tolerance lines."""
+    checks = checks_recent(model=model, limit=CHART_CHECKS, done_only=True)
+    if not checks:
+        return None
+    metric = policy.metric
+    rows = [check_row(check=c, metric=metric) for c in checks]
+    labels = [c.window_end.strftime("%m-%d %H:%M") for c in checks]
+    series = [
+        Series(
+            f"{metric} (realised)",
+            "s-realised",
+            [r["value"] for r in rows],
+            band=[r["ci"] for r in rows],
+            titles=[
+                f"{lab} · {metric} {_fmt(r['value'])}{_ci_text(r['ci'])} · n={c.n_labelled}"
+                for lab, r, c in zip(labels, rows, checks, strict=True)
+            ],
+        )
+    ]
+    if model.is_classification:
+        if metric != "accuracy":
+            series.append(Series("accuracy (realised)", "s-accuracy", [r["accuracy"] for r in rows]))
+        series.append(
+            Series(
+                "estimated accuracy (CBPE)",
+                "s-estimated",
+                [r["estimated"] for r in rows],
+                band=[r["estimated_ci"] for r in rows],
+                titles=[
+                    f"{lab} · estimated {_fmt(r['estimated'])}{_ci_text(r['estimated_ci'])}"
+                    + (f" · error {r['estimate_error']:+.3f}" if r["estimate_error"] is not None else "")
+                    for lab, r in zip(labels, rows, strict=True)
+                ],
+            )
+        )
+    series += _version_series(checks, metric)
+    hlines = _reference_lines(checks[-1], policy)
+    bounded = metric in ("accuracy", "f1_macro", "precision_macro", "recall_macro", "roc_auc")
+    chart = line_chart(x_labels=labels, series=series, hlines=hlines, clamp=(0.0, 1.0) if bounded else None)
+    chart["metric"] = metric
+    return chart
+
+
+def _version_series(checks: list[QualityCheck], metric: str) -> list[Series]:
+    """One line per model version, only when the windows saw more than one version."""
+    versions = sorted({v for c in checks for v in (c.per_version or {})})
+    if len(versions) < 2:
+        return []
+    return [
+        Series(
+            f"{v} {metric}",
+            f"s-version s-version-{i % 4}",
+            [_num((c.per_version or {}).get(v, {}).get(metric)) for c in checks],
+        )
+        for i, v in enumerate(versions)
+    ]
+
+
+def _reference_lines(latest: QualityCheck, policy: MonitoringPolicy) -> list[HLine]:
+    decisions = latest.decisions or {}
+    baseline = _num(decisions.get("baseline"))
+    if baseline is None:
+        baseline = _num(policy.baseline)
+    if baseline is None:
+        return []
+    tolerance = _num(decisions.get("tolerance")) or policy.tolerance
+    edge = baseline - tolerance if higher_is_better(policy.metric) else baseline + tolerance
+    return [HLine("baseline", "h-baseline", baseline), HLine("tolerance", "h-tolerance", edge)]
+
+
+# --- drift ----------------------------------------------------------------------------------
+
+
+def drift_ratio(column: dict[str, Any]) -> float | None:
+    """How far a score is towards its threshold: 1.0 is the threshold, above it drift."""
+    score, threshold = _num(column.get("score")), _num(column.get("threshold"))
+    if score is None or threshold is None or threshold <= 0:
+        return None
+    if column.get("method") in P_VALUE_METHODS:
+        return min(threshold / max(score, 1e-12), 1e3)
+    return min(score / threshold, 1e3)
+
+
+def drift_colour(ratio: float | None, drifted: bool) -> str:
+    if ratio is None:
+        return "#eceef2"
+    if drifted or ratio >= 1:
+        # Red deepens with each tenfold past the threshold.
+        depth = min(math.log10(max(ratio, 1.0)) / 2, 1.0)
+        return f"hsl({int(20 - 20 * depth)}, 80%, {int(68 - 23 * depth)}%)"
+    return f"hsl({int(140 - 90 * ratio)}, 60%, {int(88 - 10 * ratio)}%)"
+
+
+def drift_cell(column: dict[str, Any] | None) -> dict[str, Any]:
+    if not column:
+        return {"colour": drift_colour(None, False), "drifted": False, "title": "not measured"}
+    ratio, drifted = drift_ratio(column), bool(column.get("drifted"))
+    score, threshold = _num(column.get("score")), _num(column.get("threshold"))
+    rule = (
+        "p-value below threshold = drift"
+        if column.get("method") in P_VALUE_METHODS
+        else "score above threshold = drift"
+    )
+    title = (
+        f"{column.get('method_display') or column.get('method') or 'not tested'} · "
+        f"score {_fmt(score, 4)} · threshold {_fmt(threshold, 4)} ({rule})"
+        f"{' · DRIFTED' if drifted else ''}{' · ' + column['note'] if column.get('note') else ''}"
+    )
+    return {"colour": drift_colour(ratio, drifted), "drifted": drifted, "title": title}
+
+
+def drift_heatmap(*, model: RegisteredModel) -> dict[str, Any] | None:
+    """Rows: features then the prediction; columns: the latest checks, oldest first."""
+    checks = checks_recent(model=model, limit=HEATMAP_CHECKS, done_only=True)
+    checks = [c for c in checks if c.drift or c.prediction_drift]
+    if not checks:
+        return None
+    names = [f["name"] for f in model.features or []]
+    seen = {n for c in checks for n in (c.drift or {}).get("columns", {})}
+    names += sorted(seen - set(names))
+    rows = [
+        {"name": n, "cells": [drift_cell((c.drift or {}).get("columns", {}).get(n)) for c in checks]}
+        for n in names
+    ]
+    rows.append(
+        {
+            "name": PREDICTION_ROW,
+            "is_prediction": True,
+            "cells": [drift_cell(c.prediction_drift or None) for c in checks],
+        }
+    )
+    columns = [
+        {
+            "id": c.pk,
+            "label": c.window_end.strftime("%m-%d %H:%M"),
+            "share": _num((c.drift or {}).get("share")),
+            "dataset_drift": bool((c.drift or {}).get("dataset_drift")),
+        }
+        for c in checks
+    ]
+    return {"columns": columns, "rows": rows}
+
+
+def drift_rows(*, check: QualityCheck) -> list[dict[str, Any]]:
+    columns = (check.drift or {}).get("columns", {})
+    return [{"name": n, **c, "cell": drift_cell(c)} for n, c in columns.items()]
+
+
+def data_quality_rows(*, check: QualityCheck | None) -> list[dict[str, Any]]:
+    if check is None:
+        return []
+    columns = (check.data_quality or {}).get("columns", {})
+    return [
+        {
+            "name": n,
+            "missing_share": _num(c.get("missing_share")),
+            "missing_count": c.get("missing_count"),
+            "out_of_schema_share": _num(c.get("out_of_schema_share")),
+            "out_of_schema_examples": c.get("out_of_schema_examples") or [],
+        }
+        for n, c in columns.items()
+    ]
+
+
+def latest_done_check(*, model: RegisteredModel) -> QualityCheck | None:
+    return QualityCheck.objects.filter(model=model, state=CheckState.DONE).order_by("-window_end").first()
+
+
+def _scalar_text(value: Any) -> str:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return _fmt(_num(value), 4)
+
+
+def check_detail(*, check: QualityCheck) -> dict[str, Any]:
+    """Everything on the check page, each part empty when the check had too little data."""
+    metrics = check.metrics or {}
+    policy = policy_get(model=check.model)
+    scalars = [
+        (k, v)
+        for k, v in metrics.items()
+        if k not in ("per_class", "confusion_matrix") and not k.endswith("_ci")
+    ]
+    classes = [str(c) for c in check.model.classes or []]
+    matrix = metrics.get("confusion_matrix") or []
+    return {
+        "row": check_row(check=check, metric=policy.metric),
+        "scalars": [(k, _scalar_text(v), _pair(metrics.get(f"{k}_ci"))) for k, v in scalars],
+        "per_class": list((metrics.get("per_class") or {}).items()),
+        "confusion": [
+            {"label": classes[i] if i < len(classes) else str(i), "cells": row}
+            for i, row in enumerate(matrix)
+        ],
+        "confusion_labels": classes[: len(matrix)],
+        "drift": drift_rows(check=check),
+        "prediction_drift": check.prediction_drift or {},
+        "prediction_cell": drift_cell(check.prediction_drift) if check.prediction_drift else None,
+        "data_quality": data_quality_rows(check=check),
+        "has_report": check_has_report(check=check),
+    }
+
+
+# --- alerts ---------------------------------------------------------------------------------
+
+
+def alerts_list(
+    *, model: RegisteredModel | None = None, state: str | None = None, limit: int = 200
+) -> list[Alert]:
+    """Open first, then acknowledged, then resolved; newest first within each."""
+    queryset = Alert.objects.select_related("model")
+    if model is not None:
+        queryset = queryset.filter(model=model)
+    if state in AlertState.values:
+        queryset = queryset.filter(state=state)
+    rank = Case(
+        When(state=AlertState.OPEN, then=Value(0)),
+        When(state=AlertState.ACKNOWLEDGED, then=Value(1)),
+        default=Value(2),
+        output_field=IntegerField(),
+    )
+    return list(queryset.annotate(rank=rank).order_by("rank", "-opened_at")[:limit])
+
+
+def alert_counts() -> dict[str, int]:
+    counts = Alert.objects.aggregate(
+        **{s: Count("pk", filter=Q(state=s)) for s in AlertState.values}, all=Count("pk")
+    )
+    return {k: v or 0 for k, v in counts.items()}
+
+
+def alert_get(*, alert_id: int) -> Alert:
+    alert = Alert.objects.select_related("model").filter(pk=alert_id).first()
+    if alert is None:
+        raise Http404(f"no alert {alert_id}")
+    return alert
