@@ -5,29 +5,55 @@ from django.utils import timezone
 
 from monitoring.alerts import alert_acknowledge, alert_resolve
 from monitoring.checks import quality_check_run, scheduled_window
-from monitoring.models import Alert, GroundTruth, MonitoringPolicy, Notification, PredictionSample, QualityCheck
+from monitoring.models import (
+    Alert,
+    GroundTruth,
+    MonitoringPolicy,
+    Notification,
+    PredictionSample,
+    QualityCheck,
+)
 from monitoring.reports import check_report_request
 
 
 @admin.register(MonitoringPolicy)
 class MonitoringPolicyAdmin(admin.ModelAdmin):
-    list_display = ("model", "enabled", "window_kind", "window_size", "check_every_minutes", "metric",
-                    "tolerance", "auto_retrain", "next_check_at")
+    list_display = (
+        "model",
+        "enabled",
+        "window_kind",
+        "window_size",
+        "check_every_minutes",
+        "metric",
+        "tolerance",
+        "auto_retrain",
+        "next_check_at",
+    )
     list_filter = ("enabled", "auto_retrain")
     actions = ["check_now"]
 
     @admin.action(description="Run a check now (the policy's window ending now)")
     def check_now(self, request: HttpRequest, queryset: QuerySet[MonitoringPolicy]) -> None:
         for policy in queryset:
-            check = quality_check_run(model_id=policy.model_id, window=scheduled_window(policy, timezone.now()))
+            check = quality_check_run(
+                model_id=policy.model_id, window=scheduled_window(policy, timezone.now())
+            )
             if check is not None:
                 self.message_user(request, f"{policy.model}: check #{check.pk} {check.state}")
 
 
 @admin.register(QualityCheck)
 class QualityCheckAdmin(admin.ModelAdmin):
-    list_display = ("model", "window_spec", "window_end", "state", "n_samples", "n_labelled", "accuracy",
-                    "dataset_drift")
+    list_display = (
+        "model",
+        "window_spec",
+        "window_end",
+        "state",
+        "n_samples",
+        "n_labelled",
+        "accuracy",
+        "dataset_drift",
+    )
     list_filter = ("state", "model")
     readonly_fields = [f.name for f in QualityCheck._meta.fields]
     actions = ["request_report"]

@@ -25,5 +25,9 @@ def test_check_tasks_go_to_the_checks_queue_and_the_rest_to_default() -> None:
     router = tasks.app.amqp.router
     queue = {name: router.route({}, name)["queue"].name for name in PINNED.values()}
     checks = {n for n, q in queue.items() if q == "checks"}
-    assert checks == {"driftwatch.checks.run_due", "driftwatch.checks.reap_stuck", "driftwatch.checks.check_model"}
+    assert checks == {
+        "driftwatch.checks.run_due",
+        "driftwatch.checks.reap_stuck",
+        "driftwatch.checks.check_model",
+    }
     assert {q for n, q in queue.items() if n not in checks} == {"default"}

@@ -26,33 +26,61 @@ def rows(n: int, *, seed: int, shift: float = 0.0, flip: float = 0.1) -> list[di
     out = []
     for i in range(n):
         p1 = confidence[i] if predicted[i] == 1 else 1 - confidence[i]
-        out.append({
-            "features": {"x1": float(x1[i]), "x2": float(x2[i]), "segment": str(segment[i])},
-            "label": int(truth[i]), "prediction": int(predicted[i]),
-            "probabilities": {"0": float(1 - p1), "1": float(p1)},
-        })
+        out.append(
+            {
+                "features": {"x1": float(x1[i]), "x2": float(x2[i]), "segment": str(segment[i])},
+                "label": int(truth[i]),
+                "prediction": int(predicted[i]),
+                "probabilities": {"0": float(1 - p1), "1": float(p1)},
+            }
+        )
     return out
 
 
 def monitored_model(name: str = "sea", *, reference_rows: int = 2000, **policy: Any) -> RegisteredModel:
-    model = model_register(data={
-        "name": name, "task": "classification", "classes": [0, 1],
-        "features": [{"name": n, "type": t} for n, t in FEATURES.items()],
-    })
+    model = model_register(
+        data={
+            "name": name,
+            "task": "classification",
+            "classes": [0, 1],
+            "features": [{"name": n, "type": t} for n, t in FEATURES.items()],
+        }
+    )
     reference_upload(model=model, rows=rows(reference_rows, seed=1))
-    defaults: dict[str, Any] = {"window_kind": "samples", "window_size": 1000, "min_samples": 200,
-                                "min_labels": 200, "tolerance": 0.1, "cooldown_minutes": 0}
+    defaults: dict[str, Any] = {
+        "window_kind": "samples",
+        "window_size": 1000,
+        "min_samples": 200,
+        "min_labels": 200,
+        "tolerance": 0.1,
+        "cooldown_minutes": 0,
+    }
     MonitoringPolicy.objects.update_or_create(model=model, defaults={**defaults, **policy})
     return model
 
 
-def send(model: RegisteredModel, data: list[dict[str, Any]], *, start: datetime, prefix: str,
-         labelled: bool = True, step: timedelta = timedelta(seconds=1)) -> None:
+def send(
+    model: RegisteredModel,
+    data: list[dict[str, Any]],
+    *,
+    start: datetime,
+    prefix: str,
+    labelled: bool = True,
+    step: timedelta = timedelta(seconds=1),
+) -> None:
     samples = [
-        {"id": f"{prefix}{i}", "timestamp": (start + i * step).isoformat(), "features": r["features"],
-         "prediction": r["prediction"], "probabilities": r["probabilities"]}
+        {
+            "id": f"{prefix}{i}",
+            "timestamp": (start + i * step).isoformat(),
+            "features": r["features"],
+            "prediction": r["prediction"],
+            "probabilities": r["probabilities"],
+        }
         for i, r in enumerate(data)
     ]
     predictions_ingest(model=model, body={"samples": samples})
     if labelled:
-        labels_ingest(model=model, body={"labels": [{"id": f"{prefix}{i}", "label": r["label"]} for i, r in enumerate(data)]})
+        labels_ingest(
+            model=model,
+            body={"labels": [{"id": f"{prefix}{i}", "label": r["label"]} for i, r in enumerate(data)]},
+        )

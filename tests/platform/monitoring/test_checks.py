@@ -12,7 +12,9 @@ T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 
 def run_check(model, end):  # type: ignore[no-untyped-def]
     policy = MonitoringPolicy.objects.get(model=model)
-    return QualityCheck.objects.get(pk=quality_check_run(model_id=model.pk, window=scheduled_window(policy, end)).pk)
+    return QualityCheck.objects.get(
+        pk=quality_check_run(model_id=model.pk, window=scheduled_window(policy, end)).pk
+    )
 
 
 @pytest.mark.django_db
@@ -71,7 +73,9 @@ def test_alert_resolves_itself_when_accuracy_recovers() -> None:
 def test_k_of_n_waits_for_k_breaching_windows() -> None:
     model = monitored_model(alert_k=2, alert_n=3, window_size=500)
     for hour in range(2):
-        send(model, rows(500, seed=10 + hour, flip=0.45), start=T0 + timedelta(hours=hour), prefix=f"h{hour}-")
+        send(
+            model, rows(500, seed=10 + hour, flip=0.45), start=T0 + timedelta(hours=hour), prefix=f"h{hour}-"
+        )
         run_check(model, T0 + timedelta(hours=hour + 1))
         opened = Alert.objects.filter(model=model, kind="accuracy_drop").count()
         assert opened == hour, f"after {hour + 1} breaching window(s)"
@@ -82,9 +86,13 @@ def test_cooldown_stops_an_alert_reopening_at_once() -> None:
     model = monitored_model(cooldown_minutes=24 * 60, window_size=500)
     plan = [0.45, 0.05, 0.45]  # breach, recover (resolves), breach again inside the cooldown
     for hour, flip in enumerate(plan):
-        send(model, rows(500, seed=20 + hour, flip=flip), start=T0 + timedelta(hours=hour), prefix=f"h{hour}-")
+        send(
+            model, rows(500, seed=20 + hour, flip=flip), start=T0 + timedelta(hours=hour), prefix=f"h{hour}-"
+        )
         run_check(model, T0 + timedelta(hours=hour + 1))
-    assert list(Alert.objects.filter(model=model, kind="accuracy_drop").values_list("state", flat=True)) == ["resolved"]
+    assert list(Alert.objects.filter(model=model, kind="accuracy_drop").values_list("state", flat=True)) == [
+        "resolved"
+    ]
 
 
 @pytest.mark.django_db
@@ -133,8 +141,15 @@ def test_a_stale_running_check_is_taken_over() -> None:
     send(model, rows(300, seed=9), start=T0, prefix="a")
     policy = MonitoringPolicy.objects.get(model=model)
     window = scheduled_window(policy, T0 + timedelta(hours=1))
-    QualityCheck.objects.create(model=model, window_spec=window.spec, window_start=T0, window_end=window.end,
-                                state=CheckState.RUNNING, started_at=timezone.now() - timedelta(hours=1), attempts=1)
+    QualityCheck.objects.create(
+        model=model,
+        window_spec=window.spec,
+        window_start=T0,
+        window_end=window.end,
+        state=CheckState.RUNNING,
+        started_at=timezone.now() - timedelta(hours=1),
+        attempts=1,
+    )
     check = quality_check_run(model_id=model.pk, window=window)
     assert check is not None
     row = QualityCheck.objects.get(pk=check.pk)
@@ -146,8 +161,15 @@ def test_a_fresh_running_check_is_left_to_its_worker() -> None:
     model = monitored_model()
     policy = MonitoringPolicy.objects.get(model=model)
     window = scheduled_window(policy, T0)
-    QualityCheck.objects.create(model=model, window_spec=window.spec, window_start=T0, window_end=T0,
-                                state=CheckState.RUNNING, started_at=timezone.now(), attempts=1)
+    QualityCheck.objects.create(
+        model=model,
+        window_spec=window.spec,
+        window_start=T0,
+        window_end=T0,
+        state=CheckState.RUNNING,
+        started_at=timezone.now(),
+        attempts=1,
+    )
     quality_check_run(model_id=model.pk, window=window)
     assert QualityCheck.objects.get().state == CheckState.RUNNING
 
@@ -155,9 +177,16 @@ def test_a_fresh_running_check_is_left_to_its_worker() -> None:
 @pytest.mark.django_db
 def test_cooldown_is_measured_in_check_time_not_wall_clock() -> None:
     model = monitored_model(cooldown_minutes=90, window_size=500)
-    plan = [0.45, 0.05, 0.05, 0.45]  # breach, recover at 2h, fine at 3h, breach at 4h: 2h after, past cooldown
+    plan = [
+        0.45,
+        0.05,
+        0.05,
+        0.45,
+    ]  # breach, recover at 2h, fine at 3h, breach at 4h: 2h after, past cooldown
     for hour, flip in enumerate(plan):
-        send(model, rows(500, seed=30 + hour, flip=flip), start=T0 + timedelta(hours=hour), prefix=f"h{hour}-")
+        send(
+            model, rows(500, seed=30 + hour, flip=flip), start=T0 + timedelta(hours=hour), prefix=f"h{hour}-"
+        )
         run_check(model, T0 + timedelta(hours=hour + 1))
     states = sorted(Alert.objects.filter(model=model, kind="accuracy_drop").values_list("state", flat=True))
     assert states == ["open", "resolved"]

@@ -67,8 +67,13 @@ def test_drift_is_caught_end_to_end_through_beat_worker_and_database(
     first = wait_for(lambda: QualityCheck.objects.filter(model=model, state="done").first())
     assert first.window_end == t0 and first.decisions["accuracy_drop"] is False
 
-    send(model, rows(500, seed=3, shift=1.0, flip=0.45), start=t0 + timedelta(seconds=20), prefix="bad",
-         step=timedelta(milliseconds=50))
+    send(
+        model,
+        rows(500, seed=3, shift=1.0, flip=0.45),
+        start=t0 + timedelta(seconds=20),
+        prefix="bad",
+        step=timedelta(milliseconds=50),
+    )
     clock.value = t0 + timedelta(minutes=1, seconds=10)
     alert = wait_for(lambda: Alert.objects.filter(model=model, kind="accuracy_drop").first())
     clock.value = t0 + timedelta(minutes=2, seconds=10)

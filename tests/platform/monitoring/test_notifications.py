@@ -61,7 +61,9 @@ def test_webhook_is_signed_and_retried_after_a_5xx(receiver: Receiver) -> None:
     assert Notification.objects.get(pk=note.pk).state == "failed"
     assert notification_deliver(notification_id=note.pk) == "sent"
     headers, body = receiver.requests[-1]
-    expected = hmac.new(b"s3cret", headers[TIMESTAMP_HEADER].encode() + b"." + body, hashlib.sha256).hexdigest()
+    expected = hmac.new(
+        b"s3cret", headers[TIMESTAMP_HEADER].encode() + b"." + body, hashlib.sha256
+    ).hexdigest()
     assert headers[SIGNATURE_HEADER] == f"sha256={expected}"
     assert json.loads(body)["alert"]["kind"] == "accuracy_drop"
     assert (Notification.objects.get(pk=note.pk).state, len(receiver.requests)) == ("sent", 2)
@@ -100,5 +102,7 @@ def test_opening_an_alert_creates_one_notification_per_target(settings: Any) -> 
     send(model, rows(1000, seed=3, flip=0.45), start=t0, prefix="bad")
     policy = MonitoringPolicy.objects.get(model=model)
     quality_check_run(model_id=model.pk, window=scheduled_window(policy, t0 + timedelta(hours=1)))
-    targets = sorted(Notification.objects.filter(alert__kind="accuracy_drop").values_list("target", flat=True))
+    targets = sorted(
+        Notification.objects.filter(alert__kind="accuracy_drop").values_list("target", flat=True)
+    )
     assert targets == ["a@example.com", "b@example.com"]

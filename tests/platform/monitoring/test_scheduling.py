@@ -22,7 +22,9 @@ def test_a_due_policy_is_dispatched_once_per_period() -> None:
     model = monitored_model(check_every_minutes=10)
     assert checks_dispatch_due(now=NOW) == 1
     assert checks_dispatch_due(now=NOW + timedelta(minutes=1)) == 0, "claimed until the next period"
-    assert MonitoringPolicy.objects.get(model=model).next_check_at == datetime(2026, 11, 30, 10, 10, tzinfo=UTC)
+    assert MonitoringPolicy.objects.get(model=model).next_check_at == datetime(
+        2026, 11, 30, 10, 10, tzinfo=UTC
+    )
     assert checks_dispatch_due(now=NOW + timedelta(minutes=3)) == 1
 
 
@@ -37,8 +39,15 @@ def test_reaper_gives_up_after_max_attempts_and_requeues_others() -> None:
     model = monitored_model()
     old = timezone.now() - timedelta(hours=2)
     for spec, attempts in (("1000samples", 1), ("24h", 3)):
-        QualityCheck.objects.create(model=model, window_spec=spec, window_start=NOW, window_end=NOW,
-                                    state=CheckState.RUNNING, started_at=old, attempts=attempts)
+        QualityCheck.objects.create(
+            model=model,
+            window_spec=spec,
+            window_start=NOW,
+            window_end=NOW,
+            state=CheckState.RUNNING,
+            started_at=old,
+            attempts=attempts,
+        )
     assert checks_reap_stuck() == 1
     assert QualityCheck.objects.get(window_spec="24h").state == CheckState.FAILED
 
