@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint migrations-check bench-ingest clean
+.PHONY: run test lint typecheck migrations-check clean
 
 $(STAMP): requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,8 +25,8 @@ lint: $(STAMP)
 migrations-check: $(STAMP)
 	$(PY) manage.py makemigrations --check --dry-run
 
-bench-ingest: $(STAMP)
-	$(PY) bench/ingest.py
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy workers/drift workers/memory workers/training
 
 clean:
 	rm -rf var
