@@ -57,6 +57,15 @@ class Collector:
         if self.errors:
             raise InvalidInput(self.errors)
 
+    def check_object(self, raw: Any, row: int, *, allowed: frozenset[str], what: str, shape: str) -> bool:
+        """A row must be a JSON object with only the allowed keys; unknown keys are named."""
+        if not isinstance(raw, dict):
+            self.add(row, what, f"must be an object {shape}")
+            return False
+        for extra in raw.keys() - allowed:
+            self.add(row, extra, "unknown field")
+        return True
+
 
 def require_list(body: Any, key: str, *, max_rows: int) -> list[Any]:
     if not isinstance(body, dict):
@@ -210,11 +219,10 @@ def clean_samples(rows: list[Any], schema: Schema, *, versions: set[int], now: d
     lookup = schema.class_lookup()
     out: list[CleanSample] = []
     for i, raw in enumerate(rows):
-        if not isinstance(raw, dict):
-            errors.add(i, "sample", "must be an object")
+        if not errors.check_object(
+            raw, i, allowed=SAMPLE_KEYS, what="sample", shape="{id, features, prediction, ...}"
+        ):
             continue
-        for extra in raw.keys() - SAMPLE_KEYS:
-            errors.add(i, extra, "unknown field")
         sample_id = clean_id(raw.get("id"), i, errors)
         ts = clean_timestamp(raw.get("timestamp"), i, errors, now)
         features = clean_features(raw.get("features"), i, errors, schema)
@@ -247,11 +255,8 @@ def clean_labels(rows: list[Any], schema: Schema) -> dict[str, Any]:
     lookup = schema.class_lookup()
     out: dict[str, Any] = {}
     for i, raw in enumerate(rows):
-        if not isinstance(raw, dict):
-            errors.add(i, "label", "must be an object {id, label}")
+        if not errors.check_object(raw, i, allowed=LABEL_KEYS, what="label", shape="{id, label}"):
             continue
-        for extra in raw.keys() - LABEL_KEYS:
-            errors.add(i, extra, "unknown field")
         sample_id = clean_id(raw.get("id"), i, errors)
         ok, label = clean_target(raw.get("label"), i, errors, schema, "label", lookup)
         if sample_id is not None and ok:

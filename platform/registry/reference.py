@@ -29,11 +29,9 @@ def clean_reference_rows(rows: list[Any], schema: Schema) -> pd.DataFrame:
     lookup = schema.class_lookup()
     records: list[dict[str, Any]] = []
     for i, raw in enumerate(rows):
-        if not isinstance(raw, dict):
-            errors.add(i, "row", "must be an object {features, label, prediction?, probabilities?}")
+        shape = "{features, label, prediction?, probabilities?}"
+        if not errors.check_object(raw, i, allowed=REFERENCE_KEYS, what="row", shape=shape):
             continue
-        for extra in raw.keys() - REFERENCE_KEYS:
-            errors.add(i, extra, "unknown field")
         features = clean_features(raw.get("features"), i, errors, schema)
         ok_label, label = clean_target(raw.get("label"), i, errors, schema, "label", lookup)
         record = dict(features or {}, **{LABEL: label})

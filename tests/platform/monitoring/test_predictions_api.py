@@ -150,3 +150,10 @@ def test_sample_without_version_is_attributed_to_the_champion(
     post(ingest, [make_sample(1)])
     assert PredictionSample.objects.get(sample_id="s1").version_id == champion.pk
     assert not GroundTruth.objects.exists()
+
+
+def test_a_sample_that_is_not_an_object_is_rejected(ingest: APIClient, churn: RegisteredModel) -> None:
+    response = post(ingest, [make_sample(0), "s1"])  # type: ignore[list-item]
+    assert response.status_code == 400
+    assert {k: response.json()["errors"][0][k] for k in ("row", "field")} == {"row": 1, "field": "sample"}
+    assert PredictionSample.objects.count() == 0
