@@ -34,9 +34,10 @@ def run_due_checks() -> int:
 
 @app.task(name="driftwatch.checks.reap_stuck")
 def reap_stuck_checks() -> int:
+    from monitoring.notify import notifications_reap_stuck
     from monitoring.scheduling import checks_reap_stuck
 
-    return checks_reap_stuck()
+    return checks_reap_stuck() + notifications_reap_stuck()
 
 
 @app.task(name="driftwatch.checks.check_model")

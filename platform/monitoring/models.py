@@ -216,6 +216,7 @@ class Notification(models.Model):
     attempts = models.PositiveIntegerField(default=0)
     last_error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    claimed_at = models.DateTimeField(null=True, blank=True, help_text="when a worker took it to send")
     sent_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

@@ -6,14 +6,20 @@ import json
 import time
 import urllib.error
 import urllib.request
+from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from django.core.mail import send_mail
+from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from monitoring.alerts import alert_to_dict
 from monitoring.models import Notification, NotificationState
 
+MAX_ATTEMPTS = 6  # the first try and the task's 5 retries
+STUCK_AFTER = timedelta(minutes=5)
 SIGNATURE_HEADER = "X-Driftwatch-Signature"
 TIMESTAMP_HEADER = "X-Driftwatch-Timestamp"
 
@@ -67,8 +73,10 @@ def _send_email(notification: Notification) -> None:
 def notification_deliver(*, notification_id: int) -> str:
     """Claim, send, record. Returns the final state; raises TransientDeliveryError to retry."""
     claimed = Notification.objects.filter(
-        pk=notification_id, state__in=[NotificationState.PENDING, NotificationState.FAILED]
-    ).update(state=NotificationState.SENDING)
+        pk=notification_id,
+        state__in=[NotificationState.PENDING, NotificationState.FAILED],
+        attempts__lt=MAX_ATTEMPTS,
+    ).update(state=NotificationState.SENDING, claimed_at=timezone.now())
     if not claimed:
         return "skipped"
     notification = Notification.objects.select_related("alert__model").get(pk=notification_id)
@@ -91,3 +99,22 @@ def notification_deliver(*, notification_id: int) -> str:
         last_error="",
     )
     return NotificationState.SENT
+
+
+def notifications_reap_stuck(*, now: datetime | None = None) -> int:
+    """Re-enqueue deliveries whose message was lost (pending too long) or whose worker died
+    mid-send (sending too long). A resent e-mail is possible after a crash; a lost one is not."""
+    from workers.tasks import deliver_notification
+
+    now = now or timezone.now()
+    Notification.objects.filter(state=NotificationState.SENDING, claimed_at__lt=now - STUCK_AFTER).update(
+        state=NotificationState.FAILED, last_error="worker died while sending"
+    )
+    stuck = Notification.objects.filter(attempts__lt=MAX_ATTEMPTS).filter(
+        Q(state=NotificationState.PENDING, created_at__lt=now - STUCK_AFTER)
+        | Q(state=NotificationState.FAILED, last_error="worker died while sending")
+    )
+    ids = list(stuck.values_list("pk", flat=True))
+    for pk in ids:
+        transaction.on_commit(partial(deliver_notification.delay, pk))
+    return len(ids)

@@ -106,3 +106,44 @@ def test_opening_an_alert_creates_one_notification_per_target(settings: Any) -> 
         Notification.objects.filter(alert__kind="accuracy_drop").values_list("target", flat=True)
     )
     assert targets == ["a@example.com", "b@example.com"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_reaper_requeues_lost_and_interrupted_deliveries_but_not_sent_ones() -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from monitoring.notify import notifications_reap_stuck
+
+    alert = open_alert()
+    old = timezone.now() - timedelta(minutes=30)
+    make = Notification.objects.create
+    lost = make(alert=alert, event="opened", channel="email", target="lost@example.com")
+    died = make(
+        alert=alert,
+        event="opened",
+        channel="email",
+        target="died@example.com",
+        state="sending",
+        claimed_at=old,
+    )
+    sent = make(alert=alert, event="opened", channel="email", target="sent@example.com", state="sent")
+    spent = make(
+        alert=alert, event="opened", channel="email", target="spent@example.com", state="failed", attempts=6
+    )
+    Notification.objects.filter(pk__in=[lost.pk, sent.pk, spent.pk]).update(created_at=old)
+    assert notifications_reap_stuck() == 2
+    assert Notification.objects.get(pk=died.pk).state == "failed"
+    assert Notification.objects.get(pk=sent.pk).state == "sent"
+
+
+@pytest.mark.django_db
+def test_a_delivery_out_of_attempts_is_not_sent_again(settings: Any) -> None:
+    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    alert = open_alert()
+    note = Notification.objects.create(
+        alert=alert, event="opened", channel="email", target="x@example.com", state="failed", attempts=6
+    )
+    assert notification_deliver(notification_id=note.pk) == "skipped"
+    assert mail.outbox == []
