@@ -1,0 +1,98 @@
+"""plan_batch_size: largest fitting batch, verified by a trace, and its alternatives."""
+
+import time
+
+import torch
+
+from tests.workers.memory.conftest import DeepMLP, TinyClassifier, table_batch, xent
+from workers.memory import estimate_training_memory, plan_batch_size
+from workers.memory.allocator import MIB
+
+
+def _cpu_peak(model, batch_size, **kwargs):
+    return estimate_training_memory(
+        model, table_batch(batch_size), loss_fn=xent, device="cpu", iterations=2, **kwargs
+    ).peak_allocated_bytes
+
+
+def test_plan_picks_the_largest_batch_that_fits_the_usable_budget():
+    model = TinyClassifier()
+    plan = plan_batch_size(model, table_batch, 400_000, loss_fn=xent, device="cpu", max_batch=100_000)
+    assert plan.fits
+    assert _cpu_peak(model, plan.batch_size) <= plan.usable_bytes
+    assert _cpu_peak(model, plan.batch_size + 1) > plan.usable_bytes
+
+
+def test_plan_keeps_the_stated_safety_margin():
+    plan = plan_batch_size(TinyClassifier(), table_batch, 400_000, loss_fn=xent, device="cpu", margin=0.25)
+    assert plan.usable_bytes == 300_000
+    assert plan.estimated_bytes <= 300_000
+
+
+def test_plan_is_capped_by_max_batch():
+    plan = plan_batch_size(TinyClassifier(), table_batch, 10**9, loss_fn=xent, device="cpu", max_batch=48)
+    assert plan.batch_size == 48
+
+
+def test_plan_needs_only_a_few_traces():
+    plan = plan_batch_size(
+        TinyClassifier(), table_batch, 2_000_000, loss_fn=xent, device="cpu", max_batch=100_000
+    )
+    assert plan.traces <= 8
+
+
+def test_plan_for_a_small_tabular_mlp_on_a_gpu_is_fast():
+    started = time.perf_counter()
+    plan = plan_batch_size(
+        TinyClassifier(), table_batch, 2 * 1024 * MIB, loss_fn=xent, device="cuda", max_batch=4096
+    )
+    assert plan.fits and plan.batch_size == 4096
+    assert time.perf_counter() - started < 10
+
+
+def test_accumulation_keeps_the_effective_batch():
+    plan = plan_batch_size(
+        TinyClassifier(), table_batch, 400_000, loss_fn=xent, device="cpu", target_batch=4096
+    )
+    assert plan.batch_size < 4096
+    assert plan.batch_size * plan.accumulation_steps >= 4096
+    assert plan.batch_size * (plan.accumulation_steps - 1) < 4096
+
+
+def _long_rows(n):
+    return torch.randn(n, 512, 256), None
+
+
+def _mean_square(output, batch):
+    return output.float().pow(2).mean()
+
+
+def test_alternatives_are_offered_when_batch_one_does_not_fit_at_full_precision():
+    model = DeepMLP()
+    kwargs = dict(loss_fn=_mean_square, optimizer="sgd", device="cpu", iterations=2)
+    fp32 = estimate_training_memory(model, _long_rows(1), **kwargs).peak_allocated_bytes
+    ckpt = estimate_training_memory(model, _long_rows(1), checkpointing=True, **kwargs).peak_allocated_bytes
+    budget = int((fp32 + ckpt) / 2 / 0.9)  # between the two, after the 10% margin
+    plan = plan_batch_size(model, _long_rows, budget, loss_fn=_mean_square, optimizer="sgd", device="cpu")
+    assert plan.fits
+    assert plan.precision != "fp32" or plan.checkpointing
+    assert any(
+        not option.fits and option.precision == "fp32" and not option.checkpointing
+        for option in plan.alternatives
+    )
+
+
+def test_nothing_fits_is_reported_not_hidden():
+    plan = plan_batch_size(TinyClassifier(), table_batch, 1000, loss_fn=xent, device="cpu")
+    assert not plan.fits
+    assert plan.batch_size == 0
+    assert len(plan.alternatives) == 3
+
+
+def test_plan_starts_from_the_requested_precision():
+    plan = plan_batch_size(
+        TinyClassifier(), table_batch, 400_000, loss_fn=xent, device="cpu", precision="bf16"
+    )
+    assert plan.fits
+    assert plan.precision == "bf16"
+    assert plan.estimate is not None and plan.estimate.amp == "bf16"

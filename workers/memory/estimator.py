@@ -1,0 +1,233 @@
+"""estimate_training_memory: trace training on fake tensors, then account for the device."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from workers.memory import cuda_model
+from workers.memory.checkpointing import apply_activation_checkpointing
+from workers.memory.loop import Batch, LossFn, OptimizerSpec, build_optimizer, run_training
+from workers.memory.trace import (
+    AllocationRecorder,
+    Trace,
+    classify_after_step,
+    fake_batch,
+    fake_model,
+    register_initial_state,
+)
+
+CATEGORIES = (
+    "parameters",
+    "buffers",
+    "inputs",
+    "gradients",
+    "optimizer_state",
+    "activations",
+    "amp_weight_cache",
+    "temporaries",
+    "workspace",
+    "other",
+)
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Predicted peak memory of a training job.
+
+    ``breakdown`` holds the live bytes per category at the moment of peak allocation (they sum to
+    ``peak_allocated_bytes``), plus ``allocator_cache`` (reserved but unallocated bytes at the
+    peak of reserved memory) and, for CUDA, ``cuda_context``: the driver context, which is not
+    part of ``peak_reserved_bytes`` but is needed to place the job on a GPU.
+    """
+
+    peak_allocated_bytes: int
+    peak_reserved_bytes: int
+    breakdown: dict[str, int]
+    device: str
+    batch_size: int | None
+    amp: str | None
+    accumulation_steps: int
+    checkpointing: bool
+    optimizer: str
+    iterations: int
+    trace_events: int
+    estimate_seconds: float
+    traced_on: str = "cpu"
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def device_total_bytes(self) -> int:
+        """What the job takes from a GPU's memory: reserved bytes plus the CUDA context."""
+        return self.peak_reserved_bytes + self.breakdown.get("cuda_context", 0)
+
+
+def estimate_training_memory(
+    model: torch.nn.Module,
+    example_batch: Batch,
+    *,
+    loss_fn: LossFn | None = None,
+    optimizer: OptimizerSpec = "adam",
+    amp: str | None = None,
+    device: str = "cuda",
+    iterations: int = 3,
+    accumulation_steps: int = 1,
+    checkpointing: bool = False,
+    cuda_target: cuda_model.CudaTarget | None = None,
+    capacity_bytes: int | None = None,
+) -> MemoryEstimate:
+    """Predict the peak memory of training ``model`` on ``example_batch``.
+
+    Runs ``iterations`` real training iterations (see :mod:`workers.memory.loop`) on fake
+    tensors. ``device="cpu"`` gives the peak of live tensor bytes; ``device="cuda"`` replays
+    the allocations through the caching-allocator simulator and adds CUDA workspaces.
+    ``capacity_bytes`` (CUDA only) makes the simulator flush its cache and raise
+    ``SimulatedOutOfMemory`` like the real allocator would on a GPU of that size.
+    """
+    if device not in ("cpu", "cuda"):
+        raise ValueError("device must be 'cpu' or 'cuda'")
+    if iterations < 2:
+        raise ValueError("at least two iterations: optimizer state appears at the first step")
+    started = time.perf_counter()
+    target = (cuda_target or cuda_model.CudaTarget()) if device == "cuda" else None
+    trace, traced_on = _trace(
+        model,
+        example_batch,
+        loss_fn,
+        optimizer,
+        amp,
+        iterations,
+        accumulation_steps,
+        checkpointing,
+        target,
+    )
+    if target is None:
+        allocated, reserved, breakdown = _cpu_accounting(trace)
+    else:
+        allocated, reserved, breakdown = cuda_model.simulate(trace, target, capacity_bytes)
+    return MemoryEstimate(
+        peak_allocated_bytes=allocated,
+        peak_reserved_bytes=reserved,
+        breakdown=breakdown,
+        device=device,
+        batch_size=batch_size_of(example_batch),
+        amp=amp,
+        accumulation_steps=accumulation_steps,
+        checkpointing=checkpointing,
+        optimizer=optimizer if isinstance(optimizer, str) else getattr(optimizer, "__name__", "custom"),
+        iterations=iterations,
+        trace_events=len(trace.events),
+        estimate_seconds=time.perf_counter() - started,
+        traced_on=traced_on,
+        notes=cuda_model.notes(target, traced_on) if target else (),
+    )
+
+
+def batch_size_of(batch: Batch) -> int | None:
+    from torch.utils._pytree import tree_flatten
+
+    for leaf in tree_flatten(batch)[0]:
+        if isinstance(leaf, torch.Tensor) and leaf.dim() > 0:
+            return int(leaf.shape[0])
+    return None
+
+
+def _trace(
+    model: torch.nn.Module,
+    batch: Batch,
+    loss_fn: LossFn | None,
+    optimizer: OptimizerSpec,
+    amp: str | None,
+    iterations: int,
+    accumulation_steps: int,
+    checkpointing: bool,
+    target: cuda_model.CudaTarget | None,
+) -> tuple[Trace, str]:
+    trace = Trace()
+    recorder = AllocationRecorder(trace)
+    # oneDNN kernels only run when the job trains on the CPU.
+    recorder.cpu_kernel_corrections = target is None
+    fake_mode = FakeTensorMode(allow_non_fake_inputs=False)
+    traced_on = "cpu"
+    fmodel = fake_model(model, fake_mode)
+    fbatch = fake_batch(batch, fake_mode)
+    if target is not None and cuda_model.can_trace_on_cuda():
+        fmodel, fbatch = cuda_model.move_to_fake_cuda(fmodel, fbatch, fake_mode)
+        traced_on = "cuda"
+        recorder.host_device_type = "cpu"
+    if checkpointing:
+        apply_activation_checkpointing(fmodel)
+    with fake_mode, cuda_model.emulation(recorder, target, traced_on):
+        params = [p for p in fmodel.parameters() if p.requires_grad]
+        # A GPU run defaults to the multi-tensor (foreach) optimizers; model that even on CPU.
+        opt = build_optimizer(params, optimizer, foreach=True if target is not None else None)
+        register_initial_state(recorder, fmodel, fbatch)
+        with recorder:
+            run_training(
+                fmodel,
+                fbatch,
+                opt,
+                loss_fn=loss_fn,
+                iterations=iterations,
+                accumulation_steps=accumulation_steps,
+                amp=amp,
+                device_type=traced_on,
+                phase=_phase_hook(recorder, fmodel, opt),
+            )
+        recorder.closed = True  # the fake model's own teardown is not part of training
+    return trace, traced_on
+
+
+def _phase_hook(recorder: AllocationRecorder, model: torch.nn.Module, opt: torch.optim.Optimizer):  # type: ignore[no-untyped-def]
+    @contextlib.contextmanager
+    def hook(name: str, iteration: int) -> Iterator[None]:
+        with recorder.in_phase(name, iteration):
+            yield
+        if name in ("backward", "optimizer"):
+            classify_after_step(recorder, model, opt)
+
+    return hook
+
+
+def _cpu_accounting(trace: Trace) -> tuple[int, int, dict[str, int]]:
+    """Peak of live bytes; the breakdown is taken at that peak."""
+    tally = PeakTally(trace.category)
+    for event in trace.events:
+        tally.add(event.sid, event.nbytes)
+    return tally.peak, tally.peak, tally.breakdown()
+
+
+class PeakTally:
+    """Running bytes per category, snapshotting the per-category totals at each new peak."""
+
+    def __init__(self, category: dict[int, str]) -> None:
+        self.category = category
+        self.current = 0
+        self.peak = 0
+        self.totals = dict.fromkeys(CATEGORIES, 0)
+        self._at_peak = dict(self.totals)
+
+    def add(self, sid: int, nbytes: int) -> None:
+        name = self.category.get(sid, "other")
+        self.totals[name] = self.totals.get(name, 0) + nbytes
+        self.current += nbytes
+        if self.current > self.peak:
+            self.peak = self.current
+            self._at_peak = dict(self.totals)
+
+    def breakdown(self) -> dict[str, int]:
+        return dict(self._at_peak)
+
+
+def describe(estimate: MemoryEstimate) -> dict[str, Any]:
+    return {
+        "peak_allocated_bytes": estimate.peak_allocated_bytes,
+        "peak_reserved_bytes": estimate.peak_reserved_bytes,
+        **estimate.breakdown,
+    }

@@ -1,0 +1,120 @@
+"""The canonical training iteration whose memory the estimator predicts.
+
+The estimator traces exactly this loop on fake tensors, and the accuracy benchmark runs it on real
+ones, so what is predicted and what is measured are the same program. A training worker that
+wants the estimate to hold should step the same way (drop the output before backward, zero grads
+with ``set_to_none=True``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import torch
+
+Batch = Any  # a tensor, a tuple/list of tensors or a dict of tensors; dim 0 is the batch
+LossFn = Callable[[Any, Batch], torch.Tensor]
+PhaseHook = Callable[[str, int], contextlib.AbstractContextManager[None]]
+OptimizerSpec = str | Callable[[Any], torch.optim.Optimizer]
+
+AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def call_model(model: torch.nn.Module, batch: Batch) -> Any:
+    """``model(batch)``, ``model(*batch)`` or ``model(**batch)`` depending on the batch type."""
+    if isinstance(batch, Mapping):
+        return model(**batch)
+    if isinstance(batch, tuple | list):
+        return model(*batch)
+    return model(batch)
+
+
+def compute_loss(output: Any, batch: Batch, loss_fn: LossFn | None) -> torch.Tensor:
+    if loss_fn is not None:
+        return loss_fn(output, batch)
+    # Hugging Face models return a ModelOutput carrying the loss when labels are in the batch.
+    loss = getattr(output, "loss", None)
+    if loss is None and isinstance(output, Mapping):
+        loss = output.get("loss")
+    loss = output if loss is None else loss
+    if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+        raise ValueError("without loss_fn the model output must be the scalar loss")
+    return loss
+
+
+def build_optimizer(
+    params: list[torch.nn.Parameter], spec: OptimizerSpec, *, foreach: bool | None = None
+) -> torch.optim.Optimizer:
+    """ "sgd" / "adam" / "adamw", or a callable building an optimizer from the parameters."""
+    if callable(spec):
+        return spec(params)
+    name = spec.lower()
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=foreach)
+    if name == "adam":
+        return torch.optim.Adam(params, lr=1e-3, foreach=foreach)
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=1e-3, foreach=foreach)
+    raise ValueError(f"unknown optimizer {spec!r}: use 'sgd', 'adam', 'adamw' or a callable")
+
+
+@contextlib.contextmanager
+def _no_phase(_name: str, _iteration: int) -> Iterator[None]:
+    yield
+
+
+def autocast_context(amp: str | None, device_type: str) -> contextlib.AbstractContextManager[Any]:
+    if amp is None or amp == "fp32":
+        return contextlib.nullcontext()
+    if amp not in AMP_DTYPES:
+        raise ValueError(f"amp must be None, 'bf16' or 'fp16', not {amp!r}")
+    return torch.autocast(device_type=device_type, dtype=AMP_DTYPES[amp])
+
+
+def run_training(
+    model: torch.nn.Module,
+    batch: Batch,
+    optimizer: torch.optim.Optimizer,
+    *,
+    loss_fn: LossFn | None = None,
+    iterations: int = 3,
+    accumulation_steps: int = 1,
+    amp: str | None = None,
+    device_type: str = "cpu",
+    phase: PhaseHook = _no_phase,
+) -> None:
+    """Forward, loss, backward (``accumulation_steps`` times), optimizer step, zero_grad."""
+    model.train()
+    for iteration in range(iterations):
+        for _ in range(accumulation_steps):
+            _forward_backward(model, batch, loss_fn, accumulation_steps, amp, device_type, phase, iteration)
+        with phase("optimizer", iteration):
+            optimizer.step()
+        with phase("zero_grad", iteration):
+            optimizer.zero_grad(set_to_none=True)
+
+
+def _forward_backward(
+    model: torch.nn.Module,
+    batch: Batch,
+    loss_fn: LossFn | None,
+    accumulation_steps: int,
+    amp: str | None,
+    device_type: str,
+    phase: PhaseHook,
+    iteration: int,
+) -> None:
+    with phase("forward", iteration):
+        with autocast_context(amp, device_type):
+            output = call_model(model, batch)
+            loss = compute_loss(output, batch, loss_fn)
+        del output  # activations stay alive through the autograd graph, not the output object
+        if accumulation_steps > 1:
+            loss = loss / accumulation_steps
+        if amp == "fp16":
+            loss = loss * 1024.0  # stands in for GradScaler.scale(): one more scalar
+    with phase("backward", iteration):
+        loss.backward()
+    del loss
