@@ -25,6 +25,7 @@ app.conf.task_routes = {
     "driftwatch.checks.run_due": {"queue": queues.CHECKS},
     "driftwatch.checks.reap_stuck": {"queue": queues.CHECKS},
     "driftwatch.checks.check_model": {"queue": queues.CHECKS},
+    "driftwatch.checks.refresh_labels": {"queue": queues.CHECKS},
     # everything else (notifications, reports) goes to the default queue
 }
 app.autodiscover_tasks(["workers"], related_name="tasks")

@@ -40,6 +40,13 @@ def reap_stuck_checks() -> int:
     return checks_reap_stuck() + notifications_reap_stuck()
 
 
+@app.task(name="driftwatch.checks.refresh_labels")
+def refresh_labels() -> int:
+    from monitoring.checks import checks_labels_refresh
+
+    return checks_labels_refresh()
+
+
 @app.task(name="driftwatch.checks.check_model")
 def check_model(model_id: int, window_spec: str, window_end: str) -> int | None:
     from monitoring.checks import parse_window_spec, quality_check_run

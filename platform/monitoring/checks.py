@@ -12,12 +12,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from django.db import IntegrityError, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from monitoring.alerts import alerts_evaluate
 from monitoring.models import CheckState, MonitoringPolicy, QualityCheck, WindowKind
 from monitoring.reference import ReferenceState, drift_columns, reference_state
-from monitoring.window import Window, probability_matrix, window_load
+from monitoring.window import Window, probability_matrix, window_label_count, window_load
 from registry.models import ModelVersion, RegisteredModel, VersionStatus
 from registry.reference import LABEL, PREDICTION
 from workers.drift import data_drift
@@ -138,14 +139,10 @@ def check_compute(
 ) -> dict[str, Any]:
     """Pure computation over a loaded window: metrics, estimate, drift, data quality, decisions."""
     frame = window.frame
-    labelled = frame[frame[LABEL].notna()]
     enough = len(frame) >= policy.min_samples
     out: dict[str, Any] = {
         "n_samples": int(len(frame)),
-        "n_labelled": int(len(labelled)),
-        "labels": label_stats(frame["timestamp"], frame["label_received_at"]),
-        "metrics": _metrics(model, labelled) if len(labelled) >= policy.min_labels else {},
-        "per_version": _per_version(model, labelled, policy.min_labels),
+        **_realised(model, policy, frame),
         "estimated": _estimate(model, frame, reference) if enough else {},
         "drift": {},
         "prediction_drift": {},
@@ -162,11 +159,60 @@ def check_compute(
             if PREDICTION in columns:
                 pred = data_drift(reference.summary, frame, {PREDICTION: columns[PREDICTION]})
                 out["prediction_drift"] = pred.columns[PREDICTION].to_dict()
-    if out["estimated"] and out["metrics"].get("accuracy") is not None:
-        out["estimated"]["realised"] = out["metrics"]["accuracy"]
-        out["estimated"]["error"] = out["estimated"]["value"] - out["metrics"]["accuracy"]
+    _pair_estimate(out["estimated"], out["metrics"])
     out["decisions"] = decisions_make(policy=policy, result=out, reference=reference, enough=enough)
     return out
+
+
+def _realised(model: RegisteredModel, policy: MonitoringPolicy, frame: pd.DataFrame) -> dict[str, Any]:
+    """What the labels say: label stats, realised metrics, metrics per version."""
+    labelled = frame[frame[LABEL].notna()]
+    return {
+        "n_labelled": int(len(labelled)),
+        "labels": label_stats(frame["timestamp"], frame["label_received_at"]),
+        "metrics": _metrics(model, labelled) if len(labelled) >= policy.min_labels else {},
+        "per_version": _per_version(model, labelled, policy.min_labels),
+    }
+
+
+def _pair_estimate(estimated: dict[str, Any], metrics: dict[str, Any]) -> None:
+    """Put the realised accuracy beside the label-free estimate: the estimate's own error."""
+    if estimated and metrics.get("accuracy") is not None:
+        estimated["realised"] = metrics["accuracy"]
+        estimated["error"] = estimated["value"] - metrics["accuracy"]
+
+
+def check_labels_refresh(*, check: QualityCheck) -> bool:
+    """Recompute the realised side of a finished check once more of its samples have labels.
+
+    Labels often arrive after the check ran; the drift, the estimate and the decisions taken
+    then stay as they were, while the metrics, label stats and the estimate's error catch up.
+    """
+    model = check.model
+    window = parse_window_spec(check.window_spec, check.window_end)
+    labelled_now = window_label_count(model=model, start=window.start, end=window.end, last_n=window.last_n)
+    if labelled_now <= check.n_labelled:
+        return False
+    loaded = window_load(model=model, start=window.start, end=window.end, last_n=window.last_n)
+    realised = _realised(model, policy_for(model), loaded.frame)
+    estimated = dict(check.estimated)
+    _pair_estimate(estimated, realised["metrics"])
+    fields = {**realised, "estimated": estimated, "labels_refreshed_at": timezone.now()}
+    return QualityCheck.objects.filter(pk=check.pk, state=CheckState.DONE).update(**fields) == 1
+
+
+REFRESH_FOR = timedelta(days=7)
+
+
+def checks_labels_refresh(*, now: datetime | None = None) -> int:
+    """Refresh every recent finished check that is not fully labelled yet."""
+    since = (now or timezone.now()) - REFRESH_FOR
+    pending = (
+        QualityCheck.objects.filter(state=CheckState.DONE, window_end__gte=since)
+        .filter(n_labelled__lt=F("n_samples"))
+        .select_related("model")
+    )
+    return sum(check_labels_refresh(check=check) for check in pending)
 
 
 def _metrics(model: RegisteredModel, labelled: pd.DataFrame) -> dict[str, Any]:

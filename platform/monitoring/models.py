@@ -127,6 +127,9 @@ class QualityCheck(models.Model):
     data_quality = models.JSONField(default=dict, blank=True)
     decisions = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True)
+    labels_refreshed_at = models.DateTimeField(
+        null=True, blank=True, help_text="realised metrics recomputed after late labels"
+    )
     report = models.FileField(upload_to="reports/", blank=True)
     report_requested_at = models.DateTimeField(null=True, blank=True)
 

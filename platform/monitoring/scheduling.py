@@ -18,6 +18,7 @@ BEAT_TASKS = {
     # name of the beat row: (task name, period in seconds)
     "driftwatch: dispatch due checks": ("driftwatch.checks.run_due", 60),
     "driftwatch: reap stuck checks": ("driftwatch.checks.reap_stuck", 300),
+    "driftwatch: refresh checks with late labels": ("driftwatch.checks.refresh_labels", 600),
 }
 
 

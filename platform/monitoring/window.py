@@ -57,23 +57,47 @@ def window_load(
     """Samples with start <= timestamp < end (or the last_n before end), labels left-joined."""
     params: list[Any] = []
     names, columns = _select_list(model, params)
+    sql = _window_sql(model, ", ".join(columns), params, start, end, last_n)
+    frame = _typed(_fetch_frame(sql, params, names, _csv_dtypes(model)), model)
+    if start is None:
+        start = frame["timestamp"].min() if len(frame) else end
+    return Window(frame, start, end)
+
+
+def _window_sql(
+    model: RegisteredModel,
+    select: str,
+    params: list[Any],
+    start: datetime | None,
+    end: datetime,
+    last_n: int | None,
+) -> str:
+    """The window's rows (predictions left-joined with labels); appends its parameters."""
     where = "s.model_id = %s AND s.timestamp < %s"
     params += [model.pk, _db_time(end)]
     if start is not None:
         where += " AND s.timestamp >= %s"
         params.append(_db_time(start))
     sql = (
-        f"SELECT {', '.join(columns)} FROM monitoring_predictionsample s "
+        f"SELECT {select} FROM monitoring_predictionsample s "
         "LEFT JOIN monitoring_groundtruth g ON g.model_id = s.model_id AND g.sample_id = s.sample_id "
         f"WHERE {where}"
     )
     if last_n is not None:
         sql += " ORDER BY s.timestamp DESC, s.id DESC LIMIT %s"
         params.append(last_n)
-    frame = _typed(_fetch_frame(sql, params, names, _csv_dtypes(model)), model)
-    if start is None:
-        start = frame["timestamp"].min() if len(frame) else end
-    return Window(frame, start, end)
+    return sql
+
+
+def window_label_count(
+    *, model: RegisteredModel, start: datetime | None, end: datetime, last_n: int | None = None
+) -> int:
+    """How many of the window's samples have a label now (one cheap query, no rows fetched)."""
+    params: list[Any] = []
+    inner = _window_sql(model, "g.id AS label_id", params, start, end, last_n)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(label_id) FROM ({inner}) w", params)
+        return int(cursor.fetchone()[0])
 
 
 def _db_time(value: datetime) -> Any:

@@ -7,6 +7,7 @@ PINNED = {
     "run_due_checks": "driftwatch.checks.run_due",
     "reap_stuck_checks": "driftwatch.checks.reap_stuck",
     "check_model": "driftwatch.checks.check_model",
+    "refresh_labels": "driftwatch.checks.refresh_labels",
     "deliver_notification": "driftwatch.alerts.deliver_notification",
     "render_report": "driftwatch.checks.render_report",
 }
@@ -29,5 +30,6 @@ def test_check_tasks_go_to_the_checks_queue_and_the_rest_to_default() -> None:
         "driftwatch.checks.run_due",
         "driftwatch.checks.reap_stuck",
         "driftwatch.checks.check_model",
+        "driftwatch.checks.refresh_labels",
     }
     assert {q for n, q in queue.items() if n not in checks} == {"default"}

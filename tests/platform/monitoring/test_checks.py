@@ -198,3 +198,26 @@ def test_window_reads_timestamps_with_and_without_fractions() -> None:
     send(model, rows(300, seed=40), start=T0, prefix="a", step=timedelta(milliseconds=500))
     check = run_check(model, T0 + timedelta(hours=1))
     assert check.state == CheckState.DONE and check.n_samples == 300
+
+
+@pytest.mark.django_db
+def test_late_labels_fill_in_the_realised_side_of_a_finished_check() -> None:
+    from monitoring.checks import checks_labels_refresh
+    from monitoring.services import labels_ingest
+
+    model = monitored_model()
+    data = rows(1000, seed=50, flip=0.3)
+    send(model, data, start=T0, prefix="a", labelled=False)
+    check = run_check(model, T0 + timedelta(hours=1))
+    assert check.metrics == {} and "realised" not in check.estimated
+    drift_before, decisions_before = check.drift, check.decisions
+    labels_ingest(
+        model=model, body={"labels": [{"id": f"a{i}", "label": r["label"]} for i, r in enumerate(data)]}
+    )
+    assert checks_labels_refresh(now=T0 + timedelta(hours=2)) == 1
+    check.refresh_from_db()
+    assert check.n_labelled == 1000 and 0.6 < check.metrics["accuracy"] < 0.8
+    assert check.estimated["realised"] == check.metrics["accuracy"]
+    assert check.estimated["error"] == check.estimated["value"] - check.metrics["accuracy"]
+    assert (check.drift, check.decisions) == (drift_before, decisions_before)
+    assert checks_labels_refresh(now=T0 + timedelta(hours=2)) == 0, "nothing new: no work"

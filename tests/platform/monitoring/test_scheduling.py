@@ -57,5 +57,9 @@ def test_beat_rows_exist_once_and_name_pinned_tasks() -> None:
     beat_schedule_ensure()
     beat_schedule_ensure()
     tasks = set(PeriodicTask.objects.filter(name__startswith="driftwatch:").values_list("task", flat=True))
-    assert tasks == {"driftwatch.checks.run_due", "driftwatch.checks.reap_stuck"}
-    assert PeriodicTask.objects.filter(name__startswith="driftwatch:").count() == 2
+    assert tasks == {
+        "driftwatch.checks.run_due",
+        "driftwatch.checks.reap_stuck",
+        "driftwatch.checks.refresh_labels",
+    }
+    assert PeriodicTask.objects.filter(name__startswith="driftwatch:").count() == 3
