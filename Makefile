@@ -26,7 +26,7 @@ migrations-check: $(STAMP)
 	$(PY) manage.py makemigrations --check --dry-run
 
 typecheck: $(STAMP)
-	$(VENV)/bin/mypy workers/drift workers/memory workers/training
+	$(VENV)/bin/mypy platform workers
 
 clean:
 	rm -rf var

@@ -2,15 +2,14 @@
 
 import secrets
 
-from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 
 from core.models import ApiToken, Scope, hash_token
 
 TOKEN_PREFIX = "dw_"
 
 
-def api_token_create(*, user: AbstractBaseUser, scope: str, name: str = "") -> tuple[ApiToken, str]:
+def api_token_create(*, user: User, scope: str, name: str = "") -> tuple[ApiToken, str]:
     """Create a token and return it with its secret; the secret is shown once, stored hashed."""
     if scope not in Scope.values:
         raise ValueError(f"scope must be one of {', '.join(Scope.values)}, not {scope!r}")
@@ -19,8 +18,3 @@ def api_token_create(*, user: AbstractBaseUser, scope: str, name: str = "") -> t
         user=user, scope=scope, name=name, prefix=secret[:10], key_hash=hash_token(secret)
     )
     return token, secret
-
-
-def user_get_or_create(*, username: str) -> AbstractBaseUser:
-    user, _ = get_user_model().objects.get_or_create(username=username)
-    return user

@@ -111,7 +111,7 @@ else:
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
-            "NAME": VAR_DIR / "driftwatch.sqlite3",
+            "NAME": str(VAR_DIR / "driftwatch.sqlite3"),
             # Web, worker and beat write concurrently: WAL lets readers run beside the writer,
             # and writers wait for the lock instead of failing.
             "OPTIONS": {

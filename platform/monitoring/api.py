@@ -27,9 +27,10 @@ class SampleIn(serializers.Serializer):
     version = serializers.IntegerField(required=False)
 
 
-class LabelIn(serializers.Serializer):
-    id = serializers.CharField()
-    label = serializers.JSONField()
+# A dict of fields, not a class: a field named `label` would shadow Field.label.
+LabelIn = inline_serializer(
+    "Label", {"id": serializers.CharField(), "label": serializers.JSONField()}, many=True
+)
 
 
 class PredictionsView(ScopedAPIView):
@@ -54,7 +55,7 @@ class LabelsView(ScopedAPIView):
     @extend_schema(
         request=inline_serializer(
             "LabelsIn",
-            {"labels": LabelIn(many=True)},
+            {"labels": LabelIn},
         ),
         responses=inline_serializer(
             "LabelsOut",

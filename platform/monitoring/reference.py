@@ -3,7 +3,7 @@ the drift summary (a file), the confidence calibrator (CBPE) and the baseline me
 
 import functools
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 from django.core.files.base import ContentFile
@@ -14,6 +14,7 @@ from registry.reference import LABEL, PREDICTION
 from workers.drift import ReferenceSummary, summarize_reference
 from workers.drift.estimation import ConfidenceCalibrator, fit_confidence_calibrator
 from workers.drift.quality import classification_metrics, regression_metrics
+from workers.drift.summary import ColumnType
 
 
 @dataclass(frozen=True)
@@ -25,12 +26,17 @@ class ReferenceState:
     baseline: dict[str, Any]
 
 
-def drift_columns(model: RegisteredModel, frame: pd.DataFrame) -> dict[str, str]:
+def drift_columns(model: RegisteredModel, frame: pd.DataFrame) -> dict[str, ColumnType]:
     """Features plus the prediction column, when the data has predictions."""
-    columns = dict(model.feature_types)
+    columns = feature_columns(model)
     if PREDICTION in frame.columns and frame[PREDICTION].notna().any():
         columns[PREDICTION] = "categorical" if model.is_classification else "numerical"
     return columns
+
+
+def feature_columns(model: RegisteredModel) -> dict[str, ColumnType]:
+    """The schema's features as the drift engine's column types (validated at registration)."""
+    return {name: cast(ColumnType, kind) for name, kind in model.feature_types.items()}
 
 
 def reference_state(*, model: RegisteredModel) -> ReferenceState | None:

@@ -153,7 +153,8 @@ class VersionListView(ScopedAPIView):
 def _version_fields(request: Request) -> dict[str, Any]:
     content_type = (request.content_type or "").split(";")[0].strip()
     if content_type == "multipart/form-data":
-        data: dict[str, Any] = {k: request.data.get(k) for k in ("metrics", "config", "champion")}
+        form: Any = request.data
+        data: dict[str, Any] = {k: form.get(k) for k in ("metrics", "config", "champion")}
         for key in ("metrics", "config"):
             data[key] = _json_field(key, data[key])
         artifact = request.FILES.get("artifact")

@@ -1,13 +1,15 @@
 """Registered models, their versions (champion/challenger lineage) and reference datasets."""
 
+import re
 from typing import Any
 
 from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
 
+MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 model_name_validator = RegexValidator(
-    r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$",
+    MODEL_NAME,
     "letters, digits, '_', '.', '-' (at most 100, starting with a letter or digit)",
 )
 

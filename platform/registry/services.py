@@ -13,6 +13,7 @@ from django.utils import timezone
 from core.errors import Conflict, FieldError, InvalidInput
 from monitoring.services import model_schema
 from registry.models import (
+    MODEL_NAME,
     FeatureType,
     ModelVersion,
     ReferenceDataset,
@@ -27,7 +28,7 @@ from registry.reference import clean_reference_rows, frame_to_parquet
 def _schema_errors(data: dict[str, Any]) -> list[FieldError]:
     errors: list[FieldError] = []
     name = data.get("name")
-    if not isinstance(name, str) or not model_name_validator.regex.match(name):
+    if not isinstance(name, str) or not MODEL_NAME.match(name):
         errors.append(FieldError(None, "name", str(model_name_validator.message)))
     if data.get("task") not in Task.values:
         errors.append(FieldError(None, "task", f"must be one of {Task.values}"))
