@@ -25,6 +25,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _pg import ROOT, bench_database_url, django_on  # noqa: E402
 
+from driftwatch.paths import gunicorn_argv  # noqa: E402
+
 MODEL = "bench-ingest"
 FEATURES = [{"name": f"x{i}", "type": "numerical"} for i in range(6)] + [
     {"name": "segment", "type": "categorical"},
@@ -74,22 +76,7 @@ def setup_django(url: str) -> str:
 
 def start_server(url: str, port: int, workers: int) -> subprocess.Popen[bytes]:
     env = dict(os.environ, DATABASE_URL=url, DJANGO_DEBUG="0", DJANGO_SECRET_KEY="bench-" + uuid.uuid4().hex)
-    cmd = [
-        sys.executable,
-        "-m",
-        "gunicorn",
-        "driftwatch.wsgi:application",
-        "--pythonpath",
-        f"{ROOT}/platform,{ROOT}",
-        "--bind",
-        f"127.0.0.1:{port}",
-        "--workers",
-        str(workers),
-        "--timeout",
-        "120",
-        "--log-level",
-        "warning",
-    ]
+    cmd = gunicorn_argv(f"127.0.0.1:{port}", workers, "--log-level", "warning")
     server = subprocess.Popen(cmd, cwd=ROOT, env=env)
     for _ in range(120):
         try:

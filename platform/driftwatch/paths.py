@@ -12,3 +12,22 @@ def ensure_import_paths() -> None:
     for path in (str(ROOT), str(PLATFORM_DIR)):
         if path not in sys.path:
             sys.path.insert(0, path)
+
+
+def gunicorn_argv(bind: str, workers: int, *extra: str) -> list[str]:
+    """The web server's command line (run_platform and bench/ingest.py start the same one)."""
+    return [
+        sys.executable,
+        "-m",
+        "gunicorn",
+        "driftwatch.wsgi:application",
+        "--pythonpath",
+        f"{PLATFORM_DIR},{ROOT}",
+        "--bind",
+        bind,
+        "--workers",
+        str(workers),
+        "--timeout",
+        "120",
+        *extra,
+    ]

@@ -17,6 +17,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
 from core.demo import demo_seed
+from driftwatch.paths import gunicorn_argv
 from workers import queues
 
 ROOT = str(settings.BASE_DIR)
@@ -75,22 +76,7 @@ class Command(BaseCommand):
 
     def _start_services(self, opts: dict[str, Any]) -> list[tuple[str, subprocess.Popen[bytes]]]:
         python = sys.executable
-        web = [
-            python,
-            "-m",
-            "gunicorn",
-            "driftwatch.wsgi:application",
-            "--pythonpath",
-            f"{ROOT}/platform,{ROOT}",
-            "--bind",
-            f"{opts['host']}:{opts['port']}",
-            "--workers",
-            str(opts["web_workers"]),
-            "--timeout",
-            "120",
-            "--access-logfile",
-            "-",
-        ]
+        web = gunicorn_argv(f"{opts['host']}:{opts['port']}", opts["web_workers"], "--access-logfile", "-")
         worker = [
             python,
             "-m",
