@@ -9,10 +9,20 @@ from django.db import transaction
 
 from core.models import Scope
 from core.services import api_token_create
+from monitoring.models import MonitoringPolicy, WindowKind
 from registry.models import ModelVersion, RegisteredModel
 from registry.services import model_register, reference_upload, version_create
 from workers.demo import DEMO_CLASSES, DEMO_FEATURES, DEMO_MODEL, demo_frame, frame_rows
 from workers.training.tabular import train_tabular_classifier
+
+DEMO_POLICY = {
+    "window_kind": WindowKind.SAMPLES,
+    "window_size": 1000,
+    "check_every_minutes": 1,
+    "min_samples": 200,
+    "min_labels": 200,
+    "cooldown_minutes": 10,
+}
 
 
 @dataclass(frozen=True)
@@ -71,6 +81,8 @@ def demo_model_ensure() -> bool:
             for i, (f, y, p) in enumerate(zip(frame_rows(holdout), labels[3000:], predicted, strict=True))
         ]
         reference_upload(model=model, rows=rows, source="demo holdout")
+        # A check a minute over the last 1,000 samples: the demo's drift shows within minutes.
+        MonitoringPolicy.objects.update_or_create(model=model, defaults=DEMO_POLICY)
     return True
 
 

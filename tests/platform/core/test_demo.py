@@ -1,0 +1,23 @@
+import pytest
+from django.contrib.auth import get_user_model
+
+from core.demo import demo_champion_artifact, demo_seed
+from monitoring.models import MonitoringPolicy
+from registry.models import ReferenceDataset
+from workers.demo import DEMO_MODEL, demo_frame
+from workers.training.tabular import TabularClassifier
+
+
+@pytest.mark.django_db
+def test_demo_seed_trains_registers_and_is_idempotent() -> None:
+    first = demo_seed()
+    second = demo_seed()
+    assert first.created_model and not second.created_model
+    assert first.admin_password and second.admin_password is None
+    assert get_user_model().objects.get(username="admin").is_superuser
+    assert ReferenceDataset.objects.get(model__name=DEMO_MODEL, is_active=True).rows == 1000
+    assert MonitoringPolicy.objects.get(model__name=DEMO_MODEL).check_every_minutes == 1
+    clf = TabularClassifier.from_bytes(demo_champion_artifact())
+    frame, labels = demo_frame(2000, seed=7)
+    accuracy = sum(p == y for p, y in zip(clf.predict(frame), labels, strict=True)) / len(labels)
+    assert accuracy > 0.7, "the demo model learned something"
