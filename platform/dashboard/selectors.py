@@ -62,18 +62,7 @@ def _pair(value: Any) -> tuple[float, float] | None:
     return None
 
 
-def higher_is_better(metric: str) -> bool:
-    return metric not in ("rmse", "mae", "log_loss")
-
-
 # --- models ---------------------------------------------------------------------------------
-
-
-def model_get(*, name: str) -> RegisteredModel:
-    model = RegisteredModel.objects.filter(name=name).first()
-    if model is None:
-        raise Http404(f"no model named {name!r}")
-    return model
 
 
 def policy_get(*, model: RegisteredModel) -> MonitoringPolicy:
@@ -281,7 +270,7 @@ def _reference_lines(latest: QualityCheck, policy: MonitoringPolicy) -> list[HLi
     if baseline is None:
         return []
     tolerance = _num(decisions.get("tolerance")) or policy.tolerance
-    edge = baseline - tolerance if higher_is_better(policy.metric) else baseline + tolerance
+    edge = baseline - tolerance if policy.higher_is_better else baseline + tolerance
     return [HLine("baseline", "h-baseline", baseline), HLine("tolerance", "h-tolerance", edge)]
 
 

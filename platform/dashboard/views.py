@@ -18,6 +18,7 @@ from monitoring import alerts as alert_services
 from monitoring import checks as check_services
 from monitoring import reports
 from monitoring.models import AlertState
+from registry.selectors import model_get
 
 logger = logging.getLogger(__name__)
 
@@ -29,7 +30,7 @@ def home(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def model_page(request: HttpRequest, name: str) -> HttpResponse:
-    model = selectors.model_get(name=name)
+    model = model_get(name=name)
     policy = selectors.policy_get(model=model)
     latest = selectors.latest_done_check(model=model)
     context = {
@@ -53,7 +54,7 @@ def model_page(request: HttpRequest, name: str) -> HttpResponse:
 def model_check_run(request: HttpRequest, name: str) -> HttpResponse:
     if not getattr(request.user, "is_staff", False):
         raise PermissionDenied("only staff may run checks")
-    model = selectors.model_get(name=name)
+    model = model_get(name=name)
     window = check_services.scheduled_window(check_services.policy_for(model), timezone.now())
     try:
         check = check_services.quality_check_run(model_id=model.pk, window=window)
