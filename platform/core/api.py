@@ -28,7 +28,7 @@ class ScopedAPIView(APIView):
 def json_body(request: Request) -> Any:
     """Parse the JSON body ourselves: one json.loads, and a 413 even for chunked uploads."""
     limit = settings.DRIFTWATCH_MAX_REQUEST_BYTES
-    raw = request.read(limit + 1) if hasattr(request, "read") else request.body
+    raw = request.read(limit + 1)
     if len(raw) > limit:
         raise RequestTooLarge(f"request body exceeds {limit} bytes")
     try:

@@ -225,17 +225,11 @@ class CachingAllocatorSimulator:
         nxt = block.next
         if nxt is not None and not nxt.allocated:
             self._remove_free(nxt)
-            block.size += nxt.size
-            block.next = nxt.next
-            if nxt.next is not None:
-                nxt.next.prev = block
+            _absorb(block, nxt)
         prv = block.prev
         if prv is not None and not prv.allocated:
             self._remove_free(prv)
-            prv.size += block.size
-            prv.next = block.next
-            if block.next is not None:
-                block.next.prev = prv
+            _absorb(prv, block)
             block = prv
         return block
 
@@ -252,3 +246,11 @@ class CachingAllocatorSimulator:
     def free_blocks(self, small: bool) -> list[int]:
         """Sizes of the cached free blocks of one pool, smallest first (for tests and debugging)."""
         return [size for size, _ in self._free[small]]
+
+
+def _absorb(left: Block, right: Block) -> None:
+    """Fold `right` (the block just after `left` in the same segment) into `left`."""
+    left.size += right.size
+    left.next = right.next
+    if right.next is not None:
+        right.next.prev = left
