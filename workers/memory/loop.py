@@ -9,7 +9,7 @@ with ``set_to_none=True``).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import torch
@@ -96,6 +96,31 @@ def run_training(
             optimizer.zero_grad(set_to_none=True)
 
 
+def train_step(
+    model: torch.nn.Module,
+    micro_batches: Iterable[Batch],
+    optimizer: torch.optim.Optimizer,
+    *,
+    accumulation_steps: int,
+    loss_fn: LossFn | None = None,
+    amp: str | None = None,
+    device_type: str = "cpu",
+) -> float:
+    """One optimizer step of real training, stepping exactly as :func:`run_training` does (so the
+    estimate of that loop holds), over ``accumulation_steps`` distinct micro-batches drawn lazily
+    (one alive at a time, as in the trace). Returns the mean loss of the micro-batches."""
+    losses: list[torch.Tensor] = []
+    for batch in micro_batches:
+        _forward_backward(model, batch, loss_fn, accumulation_steps, amp, device_type, _no_phase, 0, losses)
+    if amp == "fp16":
+        for param in model.parameters():  # undo the fixed loss scale before the step
+            if param.grad is not None:
+                param.grad.div_(1024.0)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return float(sum(float(x) for x in losses)) if losses else float("nan")
+
+
 def _forward_backward(
     model: torch.nn.Module,
     batch: Batch,
@@ -105,6 +130,7 @@ def _forward_backward(
     device_type: str,
     phase: PhaseHook,
     iteration: int,
+    losses: list[torch.Tensor] | None = None,
 ) -> None:
     with phase("forward", iteration):
         with autocast_context(amp, device_type):
@@ -115,6 +141,8 @@ def _forward_backward(
             loss = loss / accumulation_steps
         if amp == "fp16":
             loss = loss * 1024.0  # stands in for GradScaler.scale(): one more scalar
+    if losses is not None:  # real training only: a detached scalar, never traced
+        losses.append(loss.detach() / (1024.0 if amp == "fp16" else 1.0))
     with phase("backward", iteration):
         loss.backward()
     del loss

@@ -68,15 +68,64 @@ class Encoder:
         return cls(**data)
 
 
-def build_mlp(in_features: int, n_classes: int, hidden: int = 32) -> Any:
+@dataclass
+class TargetCodec:
+    """Labels to training targets and back: class indices, or a standardised regression target."""
+
+    classes: list[Any] | None = None
+    mean: float = 0.0
+    std: float = 1.0
+
+    @classmethod
+    def fit(cls, labels: list[Any], *, task: str, classes: list[Any] | None) -> "TargetCodec":
+        if task == "classification":
+            return cls(classes=list(classes or []))
+        values = np.asarray(labels, dtype="float64")
+        std = float(values.std()) if len(values) > 1 and values.std() > 0 else 1.0
+        return cls(classes=None, mean=float(values.mean()) if len(values) else 0.0, std=std)
+
+    @property
+    def width(self) -> int:
+        return len(self.classes) if self.classes is not None else 1
+
+    def encode(self, labels: list[Any]) -> np.ndarray:
+        if self.classes is not None:
+            index = {str(c): i for i, c in enumerate(self.classes)}
+            return np.asarray([index[str(v)] for v in labels], dtype="int64")
+        return ((np.asarray(labels, dtype="float64") - self.mean) / self.std).astype("float32")
+
+    def decode(self, outputs: np.ndarray) -> list[Any]:
+        if self.classes is not None:
+            return [self.classes[i] for i in outputs.argmax(axis=1)]
+        return (outputs.reshape(-1) * self.std + self.mean).astype("float64").tolist()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"classes": self.classes, "mean": self.mean, "std": self.std}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "TargetCodec":
+        return cls(**data)
+
+
+def build_mlp(in_features: int, n_classes: int, hidden: int = 32, layers: int = 2) -> Any:
     import torch.nn as nn  # lazy: torch costs ~1 s to import
 
-    return nn.Sequential(
-        nn.Linear(in_features, hidden),
-        nn.ReLU(),
-        nn.Linear(hidden, hidden),
-        nn.ReLU(),
-        nn.Linear(hidden, n_classes),
+    modules: list[Any] = []
+    width = in_features
+    for _ in range(layers):
+        modules += [nn.Linear(width, hidden), nn.ReLU()]
+        width = hidden
+    modules.append(nn.Linear(width, n_classes))
+    return nn.Sequential(*modules)
+
+
+def mlp_factory(schema: dict[str, Any], hyperparameters: dict[str, Any]) -> Any:
+    """The built-in recipes' factory: an MLP from the encoded width to the output width."""
+    return build_mlp(
+        int(schema["input_width"]),
+        int(schema["output_width"]),
+        int(hyperparameters.get("hidden", 32)),
+        int(hyperparameters.get("layers", 2)),
     )
 
 

@@ -1,0 +1,131 @@
+"""Recipes: how a model version is rebuilt and trained.
+
+A recipe names a factory (``module:function``, importable on the workers' path) that builds the
+``torch.nn.Module`` from the model's schema and the hyperparameters, plus the loss, optimizer,
+learning rate, maximum batch size, epochs and early stopping. It is stored as JSON with every
+version, so a retrain rebuilds exactly what the champion was.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+LOSSES = {"classification": ("cross_entropy",), "regression": ("mse", "l1", "huber")}
+OPTIMIZERS = ("adam", "adamw", "sgd")
+
+
+class RecipeError(ValueError):
+    """A recipe that cannot be used: bad field, factory that does not import or build."""
+
+    def __init__(self, field_name: str, message: str) -> None:
+        super().__init__(f"{field_name}: {message}")
+        self.field = field_name
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Recipe:
+    name: str
+    factory: str  # "module:function": factory(schema, hyperparameters) -> torch.nn.Module
+    task: str  # "classification" or "regression"
+    hyperparameters: dict[str, Any] = field(default_factory=dict)
+    loss: str = "cross_entropy"
+    optimizer: str = "adam"
+    learning_rate: float = 1e-2
+    max_batch_size: int = 256
+    epochs: int = 30
+    early_stopping_patience: int = 5  # epochs without validation improvement; 0 turns it off
+    validation_fraction: float = 0.15  # the most recent part of the training rows
+    seed: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+TABULAR_CLASSIFICATION = Recipe(
+    name="tabular-classification",
+    factory="workers.training.tabular:mlp_factory",
+    task="classification",
+    hyperparameters={"hidden": 32, "layers": 2},
+    loss="cross_entropy",
+)
+TABULAR_REGRESSION = Recipe(
+    name="tabular-regression",
+    factory="workers.training.tabular:mlp_factory",
+    task="regression",
+    hyperparameters={"hidden": 32, "layers": 2},
+    loss="mse",
+)
+BUILTIN = {r.name: r for r in (TABULAR_CLASSIFICATION, TABULAR_REGRESSION)}
+
+
+def builtin_recipe(task: str) -> Recipe:
+    """The built-in tabular recipe for a task: any tabular model retrains with no user code."""
+    return TABULAR_CLASSIFICATION if task == "classification" else TABULAR_REGRESSION
+
+
+def load_factory(path: str) -> Callable[..., Any]:
+    """Import ``module:function``; RecipeError says why it cannot be used."""
+    module_name, sep, attr = path.partition(":")
+    if not sep or not module_name or not attr:
+        raise RecipeError("recipe.factory", f"{path!r} is not 'module:function'")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # any import-time failure makes the recipe unusable
+        raise RecipeError("recipe.factory", f"cannot import {module_name!r}: {exc}") from exc
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise RecipeError("recipe.factory", f"{module_name!r} has no callable {attr!r}")
+    return factory
+
+
+def recipe_from_dict(data: Any, *, task: str) -> Recipe:
+    """Validate a recipe given as JSON: a built-in name, or a full recipe (missing fields default
+    to the built-in recipe of the task)."""
+    if isinstance(data, str):
+        data = {"name": data}
+    if not isinstance(data, dict):
+        raise RecipeError("recipe", "must be an object or the name of a built-in recipe")
+    base = BUILTIN.get(str(data.get("name")), builtin_recipe(task)).to_dict()
+    unknown = set(data) - set(base)
+    if unknown:
+        raise RecipeError(f"recipe.{sorted(unknown)[0]}", "unknown field")
+    merged = {**base, **data}
+    merged["task"] = task
+    _check_fields(merged)
+    return Recipe(**merged)
+
+
+def _check_fields(data: dict[str, Any]) -> None:
+    checks: list[tuple[str, bool, str]] = [
+        ("name", isinstance(data["name"], str) and bool(data["name"]), "a non-empty string"),
+        ("factory", isinstance(data["factory"], str), "'module:function'"),
+        ("hyperparameters", isinstance(data["hyperparameters"], dict), "an object"),
+        ("loss", data["loss"] in LOSSES[data["task"]], f"one of {LOSSES[data['task']]}"),
+        ("optimizer", data["optimizer"] in OPTIMIZERS, f"one of {OPTIMIZERS}"),
+        ("learning_rate", _positive(data["learning_rate"], float), "a positive number"),
+        ("max_batch_size", _positive(data["max_batch_size"], int), "a positive integer"),
+        ("epochs", _positive(data["epochs"], int), "a positive integer"),
+        ("early_stopping_patience", _natural(data["early_stopping_patience"]), "an integer >= 0"),
+        ("validation_fraction", _fraction(data["validation_fraction"]), "a number in [0, 0.5]"),
+        ("seed", _natural(data["seed"]), "an integer >= 0"),
+    ]
+    for name, ok, expected in checks:
+        if not ok:
+            raise RecipeError(f"recipe.{name}", f"must be {expected}")
+
+
+def _positive(value: Any, kind: type) -> bool:
+    numeric = isinstance(value, int | float) and not isinstance(value, bool)
+    return numeric and (kind is float or isinstance(value, int)) and value > 0
+
+
+def _natural(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _fraction(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 0.5
