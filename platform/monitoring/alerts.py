@@ -3,11 +3,13 @@
 At most one live (open or acknowledged) alert per model and kind, enforced by a constraint.
 """
 
+from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from monitoring.models import Alert, AlertKind, AlertState, CheckState, Notification, QualityCheck, Severity
@@ -18,36 +20,59 @@ if TYPE_CHECKING:
 LIVE = (AlertState.OPEN, AlertState.ACKNOWLEDGED)
 
 
-def alerts_evaluate(*, check: QualityCheck, policy: "MonitoringPolicy") -> list[Alert]:
-    """Apply one finished check's decisions to the model's alerts; returns alerts opened."""
-    opened = []
+@dataclass(frozen=True)
+class AlertChanges:
+    opened: list[Alert] = field(default_factory=list)
+    resolved: list[Alert] = field(default_factory=list)
+
+
+def alerts_evaluate(*, check: QualityCheck, policy: "MonitoringPolicy") -> AlertChanges:
+    """Apply one finished check's decisions to the model's alerts.
+
+    Opening: k of the last n checks of the series breach, outside the cooldown. Resolving (any
+    kind): the last `resolve_after` checks of the series are all clear, so a condition that
+    dips under its threshold for one check does not flap (Prometheus' keep_firing_for).
+    """
+    changes = AlertChanges()
     for kind in AlertKind.values:
         decision = check.decisions.get(kind)
         live = Alert.objects.filter(model_id=check.model_id, kind=kind, state__in=LIVE).first()
-        if decision is None:
-            continue
-        if decision is False:
-            if live is not None:
-                alert_resolve(alert=live, check=check)
-            continue
         if live is not None:
-            Alert.objects.filter(pk=live.pk).update(last_check=check)
-        elif _k_of_n(check, policy, kind) and not _in_cooldown(check, policy, kind):
+            if _clear_for(check, policy, kind, live) and alert_resolve(alert=live, check=check):
+                changes.resolved.append(live)
+            else:
+                Alert.objects.filter(pk=live.pk).update(last_check=check)
+        elif decision is True and _k_of_n(check, policy, kind) and not _in_cooldown(check, policy, kind):
             alert = _open(check, policy, kind)
             if alert is not None:
-                opened.append(alert)
-    return opened
+                changes.opened.append(alert)
+    return changes
+
+
+def check_series(check: QualityCheck) -> QuerySet[QualityCheck]:
+    """The series k-of-n, cooldown and resolution count: the model's finished checks ordered by
+    window end (newest first) up to this one, whatever their window spec (scheduled, or a
+    range posted to the API), so a backfill of range checks behaves like the schedule."""
+    return QualityCheck.objects.filter(
+        model_id=check.model_id, state=CheckState.DONE, window_end__lte=check.window_end
+    ).order_by("-window_end", "-pk")
 
 
 def _k_of_n(check: QualityCheck, policy: "MonitoringPolicy", kind: str) -> bool:
-    recent = QualityCheck.objects.filter(
-        model_id=check.model_id,
-        window_spec=check.window_spec,
-        state=CheckState.DONE,
-        window_end__lte=check.window_end,
-    ).order_by("-window_end")[: max(policy.alert_n, 1)]
+    recent = check_series(check)[: max(policy.alert_n, 1)]
     breaches = sum(1 for c in recent if c.decisions.get(kind) is True)
     return breaches >= max(policy.alert_k, 1)
+
+
+def _clear_for(check: QualityCheck, policy: "MonitoringPolicy", kind: str, alert: Alert) -> bool:
+    """The condition has been clear (decided False, not merely undecided) for `resolve_after`
+    consecutive checks of the series since the alert opened."""
+    need = max(policy.resolve_after, 1)
+    series = check_series(check)
+    if alert.opened_by_id is not None and alert.opened_by is not None:
+        series = series.filter(window_end__gt=alert.opened_by.window_end)
+    recent = list(series[:need])
+    return len(recent) == need and all(c.decisions.get(kind) is False for c in recent)
 
 
 def _in_cooldown(check: QualityCheck, policy: "MonitoringPolicy", kind: str) -> bool:
@@ -112,7 +137,7 @@ def _open(check: QualityCheck, policy: "MonitoringPolicy", kind: str) -> Alert |
 
 def alert_resolve(*, alert: Alert, check: QualityCheck | None = None) -> bool:
     updated = Alert.objects.filter(pk=alert.pk, state__in=LIVE).update(
-        state=AlertState.RESOLVED, resolved_at=timezone.now(), last_check=check
+        state=AlertState.RESOLVED, resolved_at=timezone.now(), last_check=check, resolved_by_check=check
     )
     if updated:
         from monitoring.checks import policy_for
@@ -155,6 +180,8 @@ def alert_to_dict(alert: Alert) -> dict[str, Any]:
         "state": alert.state,
         "message": alert.message,
         "check": alert.opened_by_id,
+        "opened_by_check": alert.opened_by_id,
+        "resolved_by_check": alert.resolved_by_check_id,
         "opened_at": alert.opened_at.isoformat(),
         "acknowledged_at": alert.acknowledged_at.isoformat() if alert.acknowledged_at else None,
         "resolved_at": alert.resolved_at.isoformat() if alert.resolved_at else None,

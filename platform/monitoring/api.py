@@ -1,8 +1,8 @@
 """Ingestion endpoints: predictions and labels."""
 
-from datetime import datetime
+from datetime import datetime, timedelta
+from typing import Any
 
-from django.core.exceptions import ValidationError
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
@@ -13,8 +13,18 @@ from core.api import ScopedAPIView, json_body
 from core.errors import FieldError, InvalidInput
 from monitoring import services
 from monitoring.alerts import alert_to_dict
-from monitoring.checks import check_to_dict, policy_for, quality_check_run, range_window, scheduled_window
-from monitoring.models import Alert, QualityCheck
+from monitoring.checks import (
+    WindowSpec,
+    check_labels_refresh,
+    check_to_dict,
+    policy_for,
+    quality_check_run,
+    range_window,
+    scheduled_window,
+)
+from monitoring.models import Alert, AlertState, CheckState, QualityCheck
+from monitoring.policy import policy_to_dict, policy_update
+from registry.models import RegisteredModel
 from registry.selectors import model_get
 
 
@@ -80,8 +90,37 @@ def _parse_time(value: str | None, field: str) -> datetime | None:
     return parsed
 
 
+CHECK_KEYS = frozenset({"start", "end"})
+# A window ending later than this is not over yet: its check would count samples still to come.
+MAX_END_SKEW = timedelta(minutes=5)
+
+
+def _check_window(model: RegisteredModel, body: Any) -> WindowSpec:
+    """The window a POST asks for: {start?, end?}; anything else is a 400 naming the field."""
+    if body is None:
+        body = {}
+    if not isinstance(body, dict):
+        raise InvalidInput([FieldError(None, "body", "must be a JSON object")])
+    unknown = sorted(body.keys() - CHECK_KEYS)
+    if unknown:
+        raise InvalidInput([FieldError(None, key, "unknown field (allowed: start, end)") for key in unknown])
+    now = timezone.now()
+    end = _parse_time(body.get("end"), "end") or now
+    if end > now + MAX_END_SKEW:
+        raise InvalidInput([FieldError(None, "end", "is in the future: that window is not over yet")])
+    start = _parse_time(body.get("start"), "start")
+    if start is not None and start >= end:
+        raise InvalidInput([FieldError(None, "start", "must be before end")])
+    return range_window(start, end) if start else scheduled_window(policy_for(model), end)
+
+
 class ChecksView(ScopedAPIView):
-    """POST runs a check now over {start?, end?} (default: the policy's window ending now)."""
+    """POST runs a check now over {start?, end?} (default: the policy's window ending now).
+
+    201 with the new check; 200 with the existing one when that window was checked already,
+    its realised metrics refreshed first if labels arrived since. Both name the alerts the
+    check opened and resolved.
+    """
 
     required_scopes = {"GET": "read", "POST": "ingest"}
 
@@ -110,71 +149,46 @@ class ChecksView(ScopedAPIView):
     )
     def post(self, request: Request, name: str) -> Response:
         model = model_get(name=name)
-        body = json_body(request) or {}
-        if not isinstance(body, dict):
-            raise InvalidInput([FieldError(None, "body", "must be a JSON object")])
-        end = _parse_time(body.get("end"), "end") or timezone.now()
-        start = _parse_time(body.get("start"), "start")
-        if start is not None and start >= end:
-            raise InvalidInput([FieldError(None, "start", "must be before end")])
-        window = range_window(start, end) if start else scheduled_window(policy_for(model), end)
-        check = quality_check_run(model_id=model.pk, window=window)
-        assert check is not None
+        window = _check_window(model, json_body(request))
+        existing = QualityCheck.objects.filter(
+            model=model, window_spec=window.spec, window_end=window.end, state=CheckState.DONE
+        ).first()
+        if existing is not None:
+            check_labels_refresh(check=existing)
+            check = existing
+        else:
+            ran = quality_check_run(model_id=model.pk, window=window)
+            assert ran is not None
+            check = ran
         check.refresh_from_db()
-        return Response(check_to_dict(check), status=201)
+        body = check_to_dict(check) | {
+            "alerts_opened": [alert_to_dict(a) for a in Alert.objects.filter(opened_by=check)],
+            "alerts_resolved": [alert_to_dict(a) for a in Alert.objects.filter(resolved_by_check=check)],
+        }
+        return Response(body, status=200 if existing is not None else 201)
 
 
 class AlertsView(ScopedAPIView):
     required_scopes = {"GET": "read"}
 
-    @extend_schema(parameters=[OpenApiParameter("state", str)])
+    @extend_schema(parameters=[OpenApiParameter("state", str, enum=AlertState.values)])
     def get(self, request: Request, name: str) -> Response:
         alerts = Alert.objects.filter(model=model_get(name=name)).select_related("model")
-        if request.query_params.get("state"):
-            alerts = alerts.filter(state=request.query_params["state"])
+        state = request.query_params.get("state")
+        if state:
+            if state not in AlertState.values:
+                message = f"must be one of {', '.join(AlertState.values)}"
+                raise InvalidInput([FieldError(None, "state", message)])
+            alerts = alerts.filter(state=state)
         return Response([alert_to_dict(a) for a in alerts[:1000]])
-
-
-POLICY_FIELDS = [
-    "enabled",
-    "window_kind",
-    "window_size",
-    "check_every_minutes",
-    "min_samples",
-    "min_labels",
-    "metric",
-    "tolerance",
-    "baseline",
-    "drift_share",
-    "alert_k",
-    "alert_n",
-    "cooldown_minutes",
-    "auto_retrain",
-]
 
 
 class PolicyView(ScopedAPIView):
     required_scopes = {"GET": "read", "PATCH": "admin"}
 
     def get(self, request: Request, name: str) -> Response:
-        policy = policy_for(model_get(name=name))
-        return Response({f: getattr(policy, f) for f in POLICY_FIELDS})
+        return Response(policy_to_dict(policy_for(model_get(name=name))))
 
     def patch(self, request: Request, name: str) -> Response:
         policy = policy_for(model_get(name=name))
-        body = json_body(request)
-        if not isinstance(body, dict):
-            raise InvalidInput([FieldError(None, "body", "must be a JSON object")])
-        unknown = [k for k in body if k not in POLICY_FIELDS]
-        if unknown:
-            raise InvalidInput([FieldError(None, k, "unknown policy field") for k in unknown])
-        for key, value in body.items():
-            setattr(policy, key, value)
-        try:
-            policy.full_clean()
-        except ValidationError as exc:
-            raise InvalidInput(
-                [FieldError(None, k, "; ".join(v)) for k, v in exc.message_dict.items()]
-            ) from None
-        policy.save()
-        return Response({f: getattr(policy, f) for f in POLICY_FIELDS})
+        return Response(policy_to_dict(policy_update(policy=policy, changes=json_body(request))))

@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from monitoring.alerts import alerts_evaluate
 from monitoring.models import CheckState, MonitoringPolicy, QualityCheck, WindowKind
+from monitoring.policy import default_metric
 from monitoring.reference import ReferenceState, drift_columns, reference_state
 from monitoring.window import Window, probability_matrix, window_label_count, window_load
 from registry.models import ModelVersion, RegisteredModel, VersionStatus
@@ -42,7 +43,10 @@ class WindowSpec:
 
 
 def policy_for(model: RegisteredModel) -> MonitoringPolicy:
-    policy, _ = MonitoringPolicy.objects.get_or_create(model=model)
+    """The model's policy, created on first use with the metric that fits its task."""
+    policy, _ = MonitoringPolicy.objects.get_or_create(
+        model=model, defaults={"metric": default_metric(model.task)}
+    )
     return policy
 
 
@@ -177,7 +181,7 @@ def _realised(model: RegisteredModel, policy: MonitoringPolicy, frame: pd.DataFr
 
 def _pair_estimate(estimated: dict[str, Any], metrics: dict[str, Any]) -> None:
     """Put the realised accuracy beside the label-free estimate: the estimate's own error."""
-    if estimated and metrics.get("accuracy") is not None:
+    if estimated.get("value") is not None and metrics.get("accuracy") is not None:
         estimated["realised"] = metrics["accuracy"]
         estimated["error"] = estimated["value"] - metrics["accuracy"]
 
@@ -238,6 +242,14 @@ def _per_version(model: RegisteredModel, labelled: pd.DataFrame, min_labels: int
 def _estimate(
     model: RegisteredModel, frame: pd.DataFrame, reference: ReferenceState | None
 ) -> dict[str, Any]:
+    if reference is not None and reference.estimate_unavailable:
+        # Say so rather than report a constant: a degenerate calibrator reads 1.000 forever.
+        return {
+            "metric": "accuracy",
+            "value": None,
+            "available": False,
+            "reason": reference.estimate_unavailable,
+        }
     if reference is None or reference.calibrator is None:
         return {}
     proba = probability_matrix(frame, list(model.classes))
@@ -276,7 +288,7 @@ def decisions_make(
         "usable_for_training": bool(enough and broken is False),
     }
     if (
-        result["estimated"]
+        result["estimated"].get("value") is not None
         and policy.metric == "accuracy"
         and reference
         and reference.baseline.get("accuracy")
@@ -323,4 +335,7 @@ def check_to_dict(check: QualityCheck) -> dict[str, Any]:
         "error": check.error or None,
         "started_at": check.started_at.isoformat(),
         "finished_at": check.finished_at.isoformat() if check.finished_at else None,
+        # When the numbers were computed, and when the realised side last caught up with labels.
+        "computed_at": check.finished_at.isoformat() if check.finished_at else None,
+        "labels_refreshed_at": check.labels_refreshed_at.isoformat() if check.labels_refreshed_at else None,
     }

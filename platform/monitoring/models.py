@@ -33,6 +33,11 @@ class GroundTruth(models.Model):
     sample_id = models.CharField(max_length=200)
     label = models.JSONField()
     received_at = models.DateTimeField()
+    labelled_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="when the truth became known (sent by the client); delays count from it",
+    )
 
     class Meta:
         constraints = [
@@ -70,6 +75,9 @@ class MonitoringPolicy(models.Model):
     drift_share = models.FloatField(default=0.5, help_text="dataset drift when this share of features drift")
     alert_k = models.PositiveIntegerField(default=1, help_text="alert when k of the last n checks breach")
     alert_n = models.PositiveIntegerField(default=1)
+    resolve_after = models.PositiveIntegerField(
+        default=3, help_text="an open alert resolves after this many consecutive clear checks"
+    )
     cooldown_minutes = models.PositiveIntegerField(default=60, help_text="no new alert of a kind this soon")
     auto_retrain = models.BooleanField(default=False)
     notify_emails = models.TextField(blank=True, help_text="comma-separated")
@@ -87,6 +95,15 @@ class MonitoringPolicy(models.Model):
     @property
     def higher_is_better(self) -> bool:
         return self.metric not in ("rmse", "mae", "log_loss")
+
+    def clean(self) -> None:
+        from django.core.exceptions import ValidationError
+
+        from monitoring.policy import policy_errors
+
+        errors = policy_errors(self, self.model.task)
+        if errors:
+            raise ValidationError({e.field: e.message for e in errors})
 
     def emails(self) -> list[str]:
         return [e.strip() for e in self.notify_emails.split(",") if e.strip()]
@@ -179,6 +196,9 @@ class Alert(models.Model):
     )
     last_check = models.ForeignKey(
         QualityCheck, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    resolved_by_check = models.ForeignKey(
+        QualityCheck, null=True, blank=True, on_delete=models.SET_NULL, related_name="resolved_alerts"
     )
     opened_at = models.DateTimeField()
     acknowledged_at = models.DateTimeField(null=True, blank=True)

@@ -5,6 +5,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any, cast
 
+import numpy as np
 import pandas as pd
 from django.core.files.base import ContentFile
 
@@ -12,7 +13,7 @@ from monitoring.window import probability_matrix
 from registry.models import ReferenceDataset, RegisteredModel
 from registry.reference import LABEL, PREDICTION
 from workers.drift import ReferenceSummary, summarize_reference
-from workers.drift.estimation import ConfidenceCalibrator, fit_confidence_calibrator
+from workers.drift.estimation import ConfidenceCalibrator, calibration_problem, fit_confidence_calibrator
 from workers.drift.quality import classification_metrics, regression_metrics
 from workers.drift.summary import ColumnType
 
@@ -24,6 +25,7 @@ class ReferenceState:
     summary: ReferenceSummary
     calibrator: ConfidenceCalibrator | None
     baseline: dict[str, Any]
+    estimate_unavailable: str | None = None  # why the reference cannot support an estimate
 
 
 def drift_columns(model: RegisteredModel, frame: pd.DataFrame) -> dict[str, ColumnType]:
@@ -54,8 +56,20 @@ def _load(reference_id: int, summary_name: str) -> ReferenceState:
     reference = ReferenceDataset.objects.get(pk=reference_id)
     with reference.summary.open("rb") as handle:
         summary = ReferenceSummary.from_bytes(handle.read())
-    calibrator = ConfidenceCalibrator.from_dict(reference.calibrator) if reference.calibrator else None
-    return ReferenceState(reference.pk, reference.rows, summary, calibrator, reference.baseline_metrics or {})
+    stored = reference.calibrator or {}
+    calibrator = ConfidenceCalibrator.from_dict(stored) if "edges" in stored else None
+    unavailable = stored.get("unavailable")
+    if calibrator is not None and np.ptp(calibrator.accuracy) == 0:
+        # Fitted before degenerate references were refused: a constant map estimates a constant.
+        calibrator, unavailable = None, "the calibration maps every confidence to one value"
+    return ReferenceState(
+        reference.pk,
+        reference.rows,
+        summary,
+        calibrator,
+        reference.baseline_metrics or {},
+        estimate_unavailable=unavailable,
+    )
 
 
 def _reference_prepare(reference: ReferenceDataset) -> None:
@@ -67,7 +81,12 @@ def _reference_prepare(reference: ReferenceDataset) -> None:
     reference.baseline_metrics = _baseline(model, frame)
     proba = probability_matrix(frame, list(model.classes)) if model.is_classification else None
     if proba is not None and frame[LABEL].notna().all():
-        reference.calibrator = fit_confidence_calibrator(proba, frame[LABEL], model.classes).to_dict()
+        problem = calibration_problem(proba, frame[LABEL], model.classes)
+        reference.calibrator = (
+            {"unavailable": problem}
+            if problem
+            else fit_confidence_calibrator(proba, frame[LABEL], model.classes).to_dict()
+        )
     reference.save(update_fields=["summary", "baseline_metrics", "calibrator"])
 
 

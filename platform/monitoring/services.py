@@ -141,16 +141,19 @@ def _existing_sample_ids(model: RegisteredModel, ids: list[str]) -> set[str]:
 def labels_ingest(*, model: RegisteredModel, body: Any) -> LabelResult:
     """Store labels (a repeated id overwrites its label); report how many met their prediction."""
     rows = require_list(body, "labels", max_rows=settings.DRIFTWATCH_MAX_BATCH_ROWS)
-    labels = clean_labels(rows, model_schema(model))
     now = timezone.now()
-    objs = [GroundTruth(model=model, sample_id=k, label=v, received_at=now) for k, v in labels.items()]
+    labels = clean_labels(rows, model_schema(model), now=now)
+    objs = [
+        GroundTruth(model=model, sample_id=k, label=v.label, received_at=now, labelled_at=v.labelled_at)
+        for k, v in labels.items()
+    ]
     with transaction.atomic():
         GroundTruth.objects.bulk_create(
             objs,
             batch_size=1000,
             update_conflicts=True,
             unique_fields=["model", "sample_id"],
-            update_fields=["label", "received_at"],
+            update_fields=["label", "received_at", "labelled_at"],
         )
         matched = len(_existing_sample_ids(model, list(labels)))
     return LabelResult(matched=matched, pending=len(labels) - matched)

@@ -246,20 +246,32 @@ def clean_samples(rows: list[Any], schema: Schema, *, versions: set[int], now: d
 
 
 SAMPLE_KEYS = frozenset({"id", "timestamp", "features", "prediction", "probabilities", "version"})
-LABEL_KEYS = frozenset({"id", "label"})
+LABEL_KEYS = frozenset({"id", "label", "timestamp"})
 
 
-def clean_labels(rows: list[Any], schema: Schema) -> dict[str, Any]:
-    """Validate a labels batch → {sample id: label}; a repeated id keeps its last label."""
+@dataclass(frozen=True)
+class CleanLabel:
+    label: Any
+    labelled_at: datetime | None  # when the truth became known, if the client says so
+
+
+def clean_labels(rows: list[Any], schema: Schema, *, now: datetime) -> dict[str, CleanLabel]:
+    """Validate a labels batch → {sample id: label}; a repeated id keeps its last label.
+
+    An optional `timestamp` says when the truth became known (a backfill replays history), so
+    label delay is measured from it rather than from the arrival wall clock.
+    """
     errors = Collector()
     lookup = schema.class_lookup()
-    out: dict[str, Any] = {}
+    out: dict[str, CleanLabel] = {}
     for i, raw in enumerate(rows):
-        if not errors.check_object(raw, i, allowed=LABEL_KEYS, what="label", shape="{id, label}"):
+        if not errors.check_object(raw, i, allowed=LABEL_KEYS, what="label", shape="{id, label, timestamp?}"):
             continue
         sample_id = clean_id(raw.get("id"), i, errors)
         ok, label = clean_target(raw.get("label"), i, errors, schema, "label", lookup)
-        if sample_id is not None and ok:
-            out[sample_id] = label
+        has_time = raw.get("timestamp") is not None
+        labelled_at = clean_timestamp(raw.get("timestamp"), i, errors, now) if has_time else None
+        if sample_id is not None and ok and (labelled_at is not None or not has_time):
+            out[sample_id] = CleanLabel(label, labelled_at)
     errors.raise_if_any()
     return out

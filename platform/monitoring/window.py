@@ -47,7 +47,9 @@ def _select_list(model: RegisteredModel, params: list[Any]) -> tuple[list[str], 
         names.append(PROBA_PREFIX + str(cls))
         sql.append(_json_text("s.probabilities", str(cls), params))
     names += ["sample_id", "version_id", "timestamp", "label_received_at"]
-    sql += ["s.sample_id", "s.version_id", "s.timestamp", "g.received_at"]
+    # Label delay counts from when the truth became known: the client's label timestamp if it
+    # sent one (a backfill), else the label's arrival.
+    sql += ["s.sample_id", "s.version_id", "s.timestamp", "COALESCE(g.labelled_at, g.received_at)"]
     return names, sql
 
 

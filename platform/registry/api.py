@@ -89,7 +89,11 @@ class ReferenceView(ScopedAPIView):
         responses={
             201: inline_serializer(
                 "ReferenceOut",
-                {"id": serializers.IntegerField(), "rows": serializers.IntegerField()},
+                {
+                    "id": serializers.IntegerField(),
+                    "rows": serializers.IntegerField(),
+                    "warnings": serializers.ListField(child=serializers.CharField()),
+                },
             )
         },
     )
@@ -97,7 +101,10 @@ class ReferenceView(ScopedAPIView):
         model = selectors.model_get(name=name)
         rows = _reference_rows(request, model)
         reference = services.reference_upload(model=model, rows=rows)
-        return Response({"id": reference.pk, "rows": reference.rows}, status=status.HTTP_201_CREATED)
+        warnings = services.reference_warnings(model=model, reference=reference)
+        return Response(
+            {"id": reference.pk, "rows": reference.rows, "warnings": warnings}, status=status.HTTP_201_CREATED
+        )
 
 
 def _reference_rows(request: Request, model: RegisteredModel) -> list[Any]:

@@ -4,6 +4,8 @@ import hashlib
 import uuid
 from typing import Any
 
+import numpy as np
+import pandas as pd
 from django.core.files.base import ContentFile
 from django.core.files.uploadedfile import UploadedFile
 from django.db import IntegrityError, transaction
@@ -22,7 +24,8 @@ from registry.models import (
     VersionStatus,
     model_name_validator,
 )
-from registry.reference import clean_reference_rows, frame_to_parquet
+from registry.reference import LABEL, PREDICTION, PROBA_PREFIX, clean_reference_rows, frame_to_parquet
+from workers.drift.estimation import calibration_problem
 
 
 def _schema_errors(data: dict[str, Any]) -> list[FieldError]:
@@ -97,6 +100,22 @@ def reference_upload(*, model: RegisteredModel, rows: list[Any], source: str = "
         reference.file.save(f"{uuid.uuid4().hex}.parquet", ContentFile(frame_to_parquet(frame)), save=False)
         reference.save()
     return reference
+
+
+def reference_warnings(*, model: RegisteredModel, reference: ReferenceDataset) -> list[str]:
+    """What the uploader should know: a reference that cannot support the label-free estimate."""
+    if not model.is_classification:
+        return []
+    with reference.file.open("rb") as handle:
+        frame = pd.read_parquet(handle)
+    columns = [PROBA_PREFIX + str(c) for c in model.classes]
+    if PREDICTION not in frame.columns or not set(columns) <= set(frame.columns):
+        return []
+    proba = frame[columns].to_numpy(dtype="float64")
+    if np.isnan(proba).any() or frame[LABEL].isna().any():
+        return []
+    problem = calibration_problem(proba, frame[LABEL], model.classes)
+    return [f"label-free accuracy estimate unavailable: {problem}"] if problem else []
 
 
 def version_create(

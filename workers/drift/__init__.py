@@ -17,6 +17,7 @@ from workers.drift.engine import (
 )
 from workers.drift.estimation import (
     ConfidenceCalibrator,
+    calibration_problem,
     estimate_accuracy,
     estimation_error,
     fit_confidence_calibrator,
@@ -29,6 +30,7 @@ __all__ = [
     "ConfidenceCalibrator",
     "DriftResult",
     "ReferenceSummary",
+    "calibration_problem",
     "classification_metrics",
     "column_drift",
     "data_drift",

@@ -18,6 +18,9 @@ import pandas as pd
 from workers.drift.quality import Z_95
 
 DEFAULT_BINS = 20  # equal-frequency bins: ~n/20 reference rows each, enough for a stable rate
+# Fewer right (or wrong) reference predictions than this leave the calibrator nothing to learn:
+# with no errors every confidence maps to 1.0 and the estimate can never fall.
+MIN_OUTCOMES = 10
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,25 @@ def _confidence_and_correct(
     if (codes < 0).any():
         raise ValueError("reference labels hold values outside classes")
     return matrix.max(axis=1), matrix.argmax(axis=1) == codes
+
+
+def calibration_problem(probabilities: Any, labels: Any, classes: Sequence[Any]) -> str | None:
+    """Why a reference cannot calibrate confidence (None when it can).
+
+    CBPE learns P(correct | confidence) from the reference's right and wrong predictions; a
+    reference with one class of outcome, or too few of either, yields a degenerate map (all
+    1.0 when every prediction was right), so the estimate would read a constant.
+    """
+    _, correct = _confidence_and_correct(probabilities, labels, classes)
+    wrong, right = int((~correct).sum()), int(correct.sum())
+    if wrong == 0 or right == 0:
+        which = "right" if wrong == 0 else "wrong"
+        return f"every reference prediction is {which}: nothing to calibrate confidence against"
+    if min(wrong, right) < MIN_OUTCOMES:
+        which = "wrong" if wrong < right else "right"
+        few = min(wrong, right)
+        return f"only {few} {which} reference prediction(s) (need >= {MIN_OUTCOMES}) to calibrate confidence"
+    return None
 
 
 def fit_confidence_calibrator(

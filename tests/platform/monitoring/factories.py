@@ -37,7 +37,9 @@ def rows(n: int, *, seed: int, shift: float = 0.0, flip: float = 0.1) -> list[di
     return out
 
 
-def monitored_model(name: str = "sea", *, reference_rows: int = 2000, **policy: Any) -> RegisteredModel:
+def monitored_model(
+    name: str = "sea", *, reference_rows: int = 2000, reference_flip: float = 0.1, **policy: Any
+) -> RegisteredModel:
     model = model_register(
         data={
             "name": name,
@@ -46,7 +48,7 @@ def monitored_model(name: str = "sea", *, reference_rows: int = 2000, **policy: 
             "features": [{"name": n, "type": t} for n, t in FEATURES.items()],
         }
     )
-    reference_upload(model=model, rows=rows(reference_rows, seed=1))
+    reference_upload(model=model, rows=rows(reference_rows, seed=1, flip=reference_flip))
     defaults: dict[str, Any] = {
         "window_kind": "samples",
         "window_size": 1000,

@@ -60,7 +60,7 @@ def test_drifted_traffic_shows_the_drop_and_opens_one_accuracy_alert() -> None:
 
 @pytest.mark.django_db
 def test_alert_resolves_itself_when_accuracy_recovers() -> None:
-    model = monitored_model()
+    model = monitored_model(resolve_after=1)
     send(model, rows(1000, seed=3, flip=0.45), start=T0, prefix="bad")
     run_check(model, T0 + timedelta(hours=1))
     send(model, rows(1000, seed=4), start=T0 + timedelta(hours=1), prefix="good")
@@ -83,7 +83,7 @@ def test_k_of_n_waits_for_k_breaching_windows() -> None:
 
 @pytest.mark.django_db
 def test_cooldown_stops_an_alert_reopening_at_once() -> None:
-    model = monitored_model(cooldown_minutes=24 * 60, window_size=500)
+    model = monitored_model(cooldown_minutes=24 * 60, window_size=500, resolve_after=1)
     plan = [0.45, 0.05, 0.45]  # breach, recover (resolves), breach again inside the cooldown
     for hour, flip in enumerate(plan):
         send(
@@ -176,7 +176,7 @@ def test_a_fresh_running_check_is_left_to_its_worker() -> None:
 
 @pytest.mark.django_db
 def test_cooldown_is_measured_in_check_time_not_wall_clock() -> None:
-    model = monitored_model(cooldown_minutes=90, window_size=500)
+    model = monitored_model(cooldown_minutes=90, window_size=500, resolve_after=1)
     plan = [
         0.45,
         0.05,
@@ -221,3 +221,35 @@ def test_late_labels_fill_in_the_realised_side_of_a_finished_check() -> None:
     assert check.estimated["error"] == check.estimated["value"] - check.metrics["accuracy"]
     assert (check.drift, check.decisions) == (drift_before, decisions_before)
     assert checks_labels_refresh(now=T0 + timedelta(hours=2)) == 0, "nothing new: no work"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("kind", "bad"),
+    [("accuracy_drop", {"flip": 0.45}), ("data_drift", {"shift": 1.5})],
+)
+def test_an_alert_stays_open_through_one_clear_check_and_resolves_after_resolve_after(
+    kind: str, bad: dict[str, float]
+) -> None:
+    model = monitored_model(window_size=500, resolve_after=3)
+    plan = [bad, {}, bad, {}, {}, {}]  # breach, one dip under, breach again, then clear for three
+    states = []
+    for hour, kwargs in enumerate(plan):
+        send(model, rows(500, seed=60 + hour, **kwargs), start=T0 + timedelta(hours=hour), prefix=f"h{hour}-")
+        check = run_check(model, T0 + timedelta(hours=hour + 1))
+        assert check.decisions[kind] is bool(kwargs), f"check {hour}"
+        states.append(list(Alert.objects.filter(model=model, kind=kind).values_list("state", flat=True)))
+    assert states[:5] == [["open"]] * 5, "one alert, open through the dip"
+    assert states[5] == ["resolved"]
+    assert Alert.objects.get(model=model, kind=kind).resolved_by_check == check
+
+
+@pytest.mark.django_db
+def test_a_reference_with_no_wrong_prediction_marks_the_estimate_unavailable() -> None:
+    model = monitored_model(reference_flip=0.0)
+    send(model, rows(1000, seed=2, flip=0.45), start=T0, prefix="a")
+    check = run_check(model, T0 + timedelta(hours=1))
+    assert check.estimated["available"] is False and check.estimated["value"] is None
+    assert "every reference prediction is right" in check.estimated["reason"]
+    assert check.decisions["estimated_accuracy_drop"] is None
+    assert check.metrics["accuracy"] < 0.7, "the realised side still sees the drop"

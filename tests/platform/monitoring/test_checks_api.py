@@ -1,10 +1,12 @@
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from rest_framework.test import APIClient
 
-from monitoring.models import MonitoringPolicy, QualityCheck
+from monitoring.models import Alert, MonitoringPolicy, QualityCheck
+from monitoring.services import labels_ingest
 from tests.platform.monitoring.factories import monitored_model, rows, send
 
 T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
@@ -72,7 +74,7 @@ def test_policy_is_readable_and_admin_can_change_it(
         == 403
     )
     response = client_for("admin").patch(
-        "/api/v1/models/sea/policy", {"tolerance": 0.2, "alert_k": 2}, format="json"
+        "/api/v1/models/sea/policy", {"tolerance": 0.2, "alert_k": 2, "alert_n": 3}, format="json"
     )
     assert response.status_code == 200
     policy = MonitoringPolicy.objects.get(model__name="sea")
@@ -89,3 +91,87 @@ def test_bad_policy_change_is_a_400_naming_the_field(
     assert response.status_code == 400
     assert response.json()["errors"][0]["field"] == field
     assert MonitoringPolicy.objects.get(model__name="sea").window_kind == "samples"
+
+
+def post_range(client: APIClient, start: datetime, end: datetime) -> Any:
+    return client.post(
+        "/api/v1/models/sea/checks", {"start": start.isoformat(), "end": end.isoformat()}, format="json"
+    )
+
+
+def test_k_of_n_counts_range_checks_as_one_series(client_for: Callable[[str], APIClient], db: None) -> None:
+    model = monitored_model(alert_k=2, alert_n=3, min_samples=100, min_labels=100)
+    send(model, rows(500, seed=2, flip=0.45), start=T0, prefix="a", step=timedelta(minutes=1))
+    ingest = client_for("ingest")
+    opened_at = []
+    for i in range(5):
+        body = post_range(
+            ingest, T0 + timedelta(minutes=100 * i), T0 + timedelta(minutes=100 * (i + 1))
+        ).json()
+        assert body["decisions"]["accuracy_drop"] is True
+        opened_at += [i for a in body["alerts_opened"] if a["kind"] == "accuracy_drop"]
+    assert opened_at == [1], "the second breaching range check is the 2nd of the last 3"
+
+
+def test_rechecking_a_window_returns_200_with_metrics_refreshed_by_late_labels(
+    client_for: Callable[[str], APIClient], db: None
+) -> None:
+    model = monitored_model()
+    data = rows(200, seed=3)
+    send(model, data[:100], start=T0, prefix="a")
+    send(model, data[100:], start=T0 + timedelta(seconds=100), prefix="b", labelled=False)
+    ingest = client_for("ingest")
+    end = {"end": (T0 + timedelta(hours=1)).isoformat()}
+    first = ingest.post("/api/v1/models/sea/checks", end, format="json")
+    assert first.status_code == 201 and first.json()["n_labelled"] == 100
+    labels_ingest(
+        model=model, body={"labels": [{"id": f"b{i}", "label": r["label"]} for i, r in enumerate(data[100:])]}
+    )
+    again = ingest.post("/api/v1/models/sea/checks", end, format="json")
+    assert again.status_code == 200
+    body = again.json()
+    assert (body["id"], body["n_labelled"], body["metrics"]["n"]) == (first.json()["id"], 200, 200)
+    assert body["computed_at"] == first.json()["computed_at"] and body["labels_refreshed_at"] is not None
+
+
+def test_check_response_names_the_alerts_it_opened_and_resolved(
+    client_for: Callable[[str], APIClient], db: None
+) -> None:
+    model = monitored_model(resolve_after=1, window_size=500)
+    send(model, rows(500, seed=4, flip=0.45), start=T0, prefix="bad")
+    ingest = client_for("ingest")
+    bad = ingest.post(
+        "/api/v1/models/sea/checks", {"end": (T0 + timedelta(hours=1)).isoformat()}, format="json"
+    )
+    opened = [a for a in bad.json()["alerts_opened"] if a["kind"] == "accuracy_drop"]
+    assert len(opened) == 1 and bad.json()["alerts_resolved"] == []
+    send(model, rows(500, seed=5), start=T0 + timedelta(hours=1), prefix="good")
+    good = ingest.post(
+        "/api/v1/models/sea/checks", {"end": (T0 + timedelta(hours=2)).isoformat()}, format="json"
+    )
+    resolved = [a for a in good.json()["alerts_resolved"] if a["kind"] == "accuracy_drop"]
+    assert [a["id"] for a in resolved] == [opened[0]["id"]]
+    alert = Alert.objects.get(pk=opened[0]["id"])
+    assert (alert.opened_by_id, alert.resolved_by_check_id) == (bad.json()["id"], good.json()["id"])
+    assert resolved[0]["resolved_by_check"] == good.json()["id"]
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"end": T0.isoformat(), "window": "1h"}, "window"),
+        ({"end": "2099-01-01T00:00:00Z"}, "end"),
+        (["not", "an", "object"], "body"),
+    ],
+)
+def test_bad_check_request_is_a_400_naming_the_field(
+    client_for: Callable[[str], APIClient], sea: object, body: Any, field: str
+) -> None:
+    response = client_for("ingest").post("/api/v1/models/sea/checks", body, format="json")
+    assert response.status_code == 400 and response.json()["errors"][0]["field"] == field
+    assert not QualityCheck.objects.exists()
+
+
+def test_unknown_alert_state_filter_is_a_400(client_for: Callable[[str], APIClient], sea: object) -> None:
+    response = client_for("read").get("/api/v1/models/sea/alerts?state=bogus")
+    assert response.status_code == 400 and response.json()["errors"][0]["field"] == "state"

@@ -1,3 +1,4 @@
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -85,3 +86,30 @@ def test_integer_classes_accept_their_string_form(ingest: APIClient, db: None) -
     )
     assert response.status_code == 200
     assert sorted(GroundTruth.objects.values_list("label", flat=True)) == [1, 2]
+
+
+def test_label_delay_counts_from_the_label_timestamp_when_sent(
+    ingest: APIClient, churn: RegisteredModel
+) -> None:
+    from monitoring.checks import check_compute, policy_for
+    from monitoring.window import window_load
+
+    sample = make_sample(0) | {"timestamp": "2025-01-01T00:00:00Z"}
+    ingest.post(PREDICTIONS, {"samples": [sample]}, format="json")
+    response = send_labels(ingest, [{"id": "s0", "label": "yes", "timestamp": "2025-01-01T00:02:00Z"}])
+    assert response.status_code == 200
+    window = window_load(model=churn, start=None, end=datetime(2025, 1, 2, tzinfo=UTC))
+    result = check_compute(model=churn, policy=policy_for(churn), window=window, reference=None)
+    assert result["labels"]["label_delay_median_s"] == 120.0
+
+
+@pytest.mark.parametrize("value", ["yesterday", "2025-01-01T00:00:00", "2099-01-01T00:00:00Z"])
+def test_a_bad_label_timestamp_is_a_400_and_nothing_is_stored(
+    ingest: APIClient, churn: RegisteredModel, value: str
+) -> None:
+    response = send_labels(
+        ingest, [{"id": "s0", "label": "yes"}, {"id": "s1", "label": "no", "timestamp": value}]
+    )
+    assert response.status_code == 400
+    assert (response.json()["errors"][0]["row"], response.json()["errors"][0]["field"]) == (1, "timestamp")
+    assert not GroundTruth.objects.exists()

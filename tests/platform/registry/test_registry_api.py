@@ -138,3 +138,17 @@ def test_a_later_version_stays_candidate_unless_asked(ingest: APIClient, churn: 
 def test_model_detail_counts_samples(client_for: Callable[[str], APIClient], churn: RegisteredModel) -> None:
     body = client_for("read").get("/api/v1/models/churn").json()
     assert (body["name"], body["samples"], body["labels"], body["champion"]) == ("churn", 0, 0, None)
+
+
+def test_a_reference_where_every_prediction_is_right_is_uploaded_with_a_warning(
+    ingest: APIClient, churn: RegisteredModel
+) -> None:
+    rows = [r | {"label": "yes"} for r in reference_rows(40)]
+    response = ingest.post("/api/v1/models/churn/reference", {"rows": rows}, format="json")
+    assert response.status_code == 201
+    assert response.json()["warnings"] == [
+        "label-free accuracy estimate unavailable: every reference prediction is right: "
+        "nothing to calibrate confidence against"
+    ]
+    ok = ingest.post("/api/v1/models/churn/reference", {"rows": reference_rows(30)}, format="json")
+    assert ok.json()["warnings"] == []

@@ -7,6 +7,7 @@ import pytest
 
 from workers.drift.estimation import (
     ConfidenceCalibrator,
+    calibration_problem,
     estimate_accuracy,
     estimation_error,
     fit_confidence_calibrator,
@@ -59,3 +60,15 @@ def test_estimation_error_is_tracked_against_realised_accuracy() -> None:
     tracked = estimation_error((0.8, 0.78, 0.82), 0.79)
     assert tracked["error"] == pytest.approx(0.01) and tracked["realised_within_ci"]
     assert not estimation_error((0.8, 0.78, 0.82), 0.7)["realised_within_ci"]
+
+
+@pytest.mark.parametrize(
+    ("wrong", "expected"),
+    [(0, "every reference prediction is right"), (3, "only 3 wrong reference prediction(s)"), (50, None)],
+)
+def test_calibration_problem_names_a_reference_with_too_few_errors(wrong: int, expected: str | None) -> None:
+    probabilities = np.tile([0.2, 0.8], (500, 1))
+    labels = np.ones(500, dtype=int)
+    labels[:wrong] = 0
+    problem = calibration_problem(probabilities, labels, [0, 1])
+    assert problem is None if expected is None else expected in str(problem)

@@ -1,0 +1,123 @@
+"""The monitoring policy's rules: which metric fits which task, and every field's valid values.
+
+One validator serves the API's PATCH (a 400 naming each bad field, nothing stored) and the
+model's clean() (the admin), so neither can store NaN, a negative tolerance or k > n.
+"""
+
+import math
+from typing import Any
+
+from core.errors import FieldError, InvalidInput
+from monitoring.models import MonitoringPolicy, WindowKind
+
+CLASSIFICATION_METRICS = ("accuracy", "f1_macro")
+REGRESSION_METRICS = ("mae", "rmse", "r2")
+DEFAULT_METRIC = {"classification": "accuracy", "regression": "mae"}
+
+POLICY_FIELDS = [
+    "enabled",
+    "window_kind",
+    "window_size",
+    "check_every_minutes",
+    "min_samples",
+    "min_labels",
+    "metric",
+    "tolerance",
+    "baseline",
+    "drift_share",
+    "alert_k",
+    "alert_n",
+    "resolve_after",
+    "cooldown_minutes",
+    "auto_retrain",
+]
+BOOLEANS = {"enabled", "auto_retrain"}
+# field -> smallest allowed value
+INTEGERS = {
+    "window_size": 1,
+    "check_every_minutes": 1,
+    "min_samples": 0,
+    "min_labels": 0,
+    "alert_k": 1,
+    "alert_n": 1,
+    "resolve_after": 1,
+    "cooldown_minutes": 0,
+}
+MAX_INTEGER = 2_147_483_647  # PositiveIntegerField's column
+NUMBERS = {"tolerance", "baseline", "drift_share"}
+
+
+def metrics_for(task: str) -> tuple[str, ...]:
+    return CLASSIFICATION_METRICS if task == "classification" else REGRESSION_METRICS
+
+
+def default_metric(task: str) -> str:
+    return DEFAULT_METRIC.get(task, "accuracy")
+
+
+def _type_error(field: str, value: Any) -> str | None:
+    if field in BOOLEANS:
+        return None if isinstance(value, bool) else "must be true or false"
+    if field in INTEGERS:
+        if isinstance(value, bool) or not isinstance(value, int):
+            return "must be an integer"
+        if not INTEGERS[field] <= value <= MAX_INTEGER:
+            return f"must be between {INTEGERS[field]} and {MAX_INTEGER}"
+        return None
+    if field in NUMBERS:
+        if value is None and field == "baseline":
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return "must be a number"
+        return None if math.isfinite(value) else "must be finite"
+    if field in ("window_kind", "metric"):
+        return None if isinstance(value, str) else "must be a string"
+    return "unknown policy field"
+
+
+def policy_errors(policy: MonitoringPolicy, task: str) -> list[FieldError]:
+    """What is wrong with a policy's values as they stand (types checked beforehand)."""
+    errors = []
+
+    def add(field: str, message: str) -> None:
+        errors.append(FieldError(None, field, message))
+
+    if policy.window_kind not in WindowKind.values:
+        add("window_kind", f"must be one of {', '.join(WindowKind.values)}")
+    if policy.metric not in metrics_for(task):
+        add("metric", f"must be one of {', '.join(metrics_for(task))} for a {task} model")
+    if not (isinstance(policy.tolerance, int | float) and math.isfinite(policy.tolerance)):
+        add("tolerance", "must be a finite number")
+    elif policy.tolerance < 0:
+        add("tolerance", "must be >= 0")
+    if not (isinstance(policy.drift_share, int | float) and 0 < policy.drift_share <= 1):
+        add("drift_share", "must be in (0, 1]")
+    if policy.baseline is not None and not math.isfinite(policy.baseline):
+        add("baseline", "must be finite")
+    if policy.alert_k > policy.alert_n:
+        add("alert_k", f"must be <= alert_n ({policy.alert_n})")
+    return errors
+
+
+def policy_update(*, policy: MonitoringPolicy, changes: Any) -> MonitoringPolicy:
+    """Apply a PATCH: every bad field is a 400 naming it, and nothing is stored unless all pass."""
+    if not isinstance(changes, dict):
+        raise InvalidInput([FieldError(None, "body", "must be a JSON object")])
+    errors = [
+        FieldError(None, field, message)
+        for field, value in changes.items()
+        if (message := _type_error(field, value)) is not None
+    ]
+    if errors:
+        raise InvalidInput(errors)
+    for field, value in changes.items():
+        setattr(policy, field, float(value) if field in NUMBERS and value is not None else value)
+    errors = policy_errors(policy, policy.model.task)
+    if errors:
+        raise InvalidInput(errors)
+    policy.save()
+    return policy
+
+
+def policy_to_dict(policy: MonitoringPolicy) -> dict[str, Any]:
+    return {f: getattr(policy, f) for f in POLICY_FIELDS}
