@@ -9,8 +9,9 @@ A logistic regression trained on SEA variant 0 (x0 + x1 > 8, 10% label noise) is
 reference is its own predictions on held-out pre-drift data. Its predictions go through the
 ingestion API (one sample per 0.6 simulated seconds), each label LABEL_DELAY samples later. At
 sample DRIFT_AT the concept switches abruptly to variant 3 (x0 + x1 > 9.5). Celery-beat is
-simulated: every simulated minute (CHECK_EVERY samples) `checks_dispatch_due` runs and the
-`check_model` task it enqueues runs eagerly; alerts come from the platform's own alert rules.
+simulated: every simulated minute (CHECK_EVERY samples) the check the beat would dispatch runs
+in this process (`quality_check_run` on the policy's scheduled window, what the `check_model`
+task calls); alerts come from the platform's own alert rules.
 A control stream without drift (CONTROL_WINDOWS check windows) counts false alarms.
 
 Delays are in samples after the drift, on one clock for every detector: our delay ends at the
@@ -23,7 +24,6 @@ is set (its bench models are replaced). Exit status 0 when the targets are met.
 """
 
 import argparse
-import logging
 import os
 import shutil
 import statistics
@@ -173,7 +173,7 @@ def pre_drift_alarms(alarms: Alarms) -> int:
 
 
 def django_setup(var_dir: str) -> None:
-    """Own database and var folder, DEBUG off (it would keep every query), eager Celery tasks."""
+    """Own database and var folder, DEBUG off (it would keep every query)."""
     os.environ["DRIFTWATCH_VAR_DIR"] = var_dir
     os.environ.pop("DRIFTWATCH_MEDIA_ROOT", None)
     os.environ["DJANGO_DEBUG"] = "0"
@@ -187,13 +187,6 @@ def django_setup(var_dir: str) -> None:
     django.setup()
     from django.core.management import call_command
 
-    from workers.celery_app import app
-
-    # The beat is simulated; its tasks run in this process, and a failed check fails the bench.
-    app.conf.task_always_eager = True
-    app.conf.task_eager_propagates = True
-    logging.getLogger("celery.app.trace").setLevel(logging.WARNING)  # a line per task succeeded
-    logging.getLogger("kombu.connection").setLevel(logging.ERROR)  # "no hostname" for filesystem://
     call_command("migrate", interactive=False, verbosity=0)
 
 
@@ -270,12 +263,15 @@ class Tick:
 
 
 def beat_tick(model_id: int, at: int) -> Tick:
-    """One simulated beat: dispatch due checks (run eagerly), then read the check and alerts."""
+    """One simulated beat: run the check it would dispatch (a failure fails the bench), then read
+    the check and the alerts."""
     from monitoring.alerts import LIVE
-    from monitoring.models import Alert, QualityCheck
-    from monitoring.scheduling import checks_dispatch_due
+    from monitoring.checks import quality_check_run, scheduled_window
+    from monitoring.models import Alert, MonitoringPolicy, QualityCheck
+    from monitoring.scheduling import window_end_for
 
-    checks_dispatch_due(now=stamp(at))
+    policy = MonitoringPolicy.objects.get(model_id=model_id)
+    quality_check_run(model_id=model_id, window=scheduled_window(policy, window_end_for(policy, stamp(at))))
     check = QualityCheck.objects.get(model_id=model_id, window_end=stamp(at))
     alerts = Alert.objects.filter(model_id=model_id, kind=ACCURACY_DROP)
     return Tick(

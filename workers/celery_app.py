@@ -16,16 +16,11 @@ from kombu import Queue  # noqa: E402
 
 from workers import queues  # noqa: E402
 
-app = Celery("driftwatch")
+# The task modules, imported by every worker at start (after django.setup(), through Celery's
+# Django fixup). The web and beat processes never import them: they send tasks by name.
+app = Celery("driftwatch", include=["workers.tasks.system", "workers.tasks.monitoring"])
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.conf.task_default_queue = queues.DEFAULT
 app.conf.task_queues = (Queue(queues.DEFAULT), Queue(queues.CHECKS))
 app.conf.task_create_missing_queues = True  # gpu.<host> queues are named per node
-app.conf.task_routes = {
-    "driftwatch.checks.run_due": {"queue": queues.CHECKS},
-    "driftwatch.checks.reap_stuck": {"queue": queues.CHECKS},
-    "driftwatch.checks.check_model": {"queue": queues.CHECKS},
-    "driftwatch.checks.refresh_labels": {"queue": queues.CHECKS},
-    # everything else (notifications, reports) goes to the default queue
-}
-app.autodiscover_tasks(["workers"], related_name="tasks")
+app.conf.task_routes = {name: {"queue": queue} for name, queue in queues.ROUTES.items()}

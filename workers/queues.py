@@ -1,8 +1,30 @@
-"""Queue names, in one place, with the worker pool that consumes each (STYLE.md #10)."""
+"""Queue names and task names, in one place, with the worker pool that consumes each (STYLE #10).
+
+Task names are permanent: beat rows and queued messages store them, and the platform enqueues
+by name (`core.enqueue.enqueue`) so it never imports the task modules.
+tests/workers/test_task_names.py pins them.
+"""
 
 # CPU workers: `celery -A workers.celery_app worker -Q default,checks`
 DEFAULT = "default"  # notifications, reports, housekeeping
 CHECKS = "checks"  # scheduled quality/drift checks, one task per model and window
+
+# Task names (the `name=` of each task in workers/tasks/).
+PLATFORM_INFO = "driftwatch.system.platform_info"
+CHECKS_RUN_DUE = "driftwatch.checks.run_due"
+CHECKS_REAP_STUCK = "driftwatch.checks.reap_stuck"
+CHECKS_REFRESH_LABELS = "driftwatch.checks.refresh_labels"
+CHECK_MODEL = "driftwatch.checks.check_model"
+RENDER_REPORT = "driftwatch.checks.render_report"
+DELIVER_NOTIFICATION = "driftwatch.alerts.deliver_notification"
+
+# Where each task goes; a task not listed goes to DEFAULT.
+ROUTES: dict[str, str] = {
+    CHECKS_RUN_DUE: CHECKS,
+    CHECKS_REAP_STUCK: CHECKS,
+    CHECK_MODEL: CHECKS,
+    CHECKS_REFRESH_LABELS: CHECKS,
+}
 
 
 def gpu_queue(host: str) -> str:

@@ -5,14 +5,15 @@ At most one live (open or acknowledged) alert per model and kind, enforced by a 
 
 from dataclasses import dataclass, field
 from datetime import timedelta
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from core.enqueue import enqueue
 from monitoring.models import Alert, AlertKind, AlertState, CheckState, Notification, QualityCheck, Severity
+from workers import queues
 
 if TYPE_CHECKING:
     from monitoring.models import MonitoringPolicy
@@ -165,9 +166,7 @@ def notifications_create(*, alert: Alert, policy: "MonitoringPolicy", event: str
         )
         if new:
             created.append(notification)
-            from workers.tasks import deliver_notification
-
-            transaction.on_commit(partial(deliver_notification.delay, notification.pk))
+            enqueue(queues.DELIVER_NOTIFICATION, args=[notification.pk])
     return created
 
 

@@ -7,16 +7,16 @@ import time
 import urllib.error
 import urllib.request
 from datetime import datetime, timedelta
-from functools import partial
 from typing import Any
 
 from django.core.mail import send_mail
-from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from core.enqueue import enqueue
 from monitoring.alerts import alert_to_dict
 from monitoring.models import Notification, NotificationState
+from workers import queues
 
 MAX_ATTEMPTS = 6  # the first try and the task's 5 retries
 STUCK_AFTER = timedelta(minutes=5)
@@ -104,8 +104,6 @@ def notification_deliver(*, notification_id: int) -> str:
 def notifications_reap_stuck(*, now: datetime | None = None) -> int:
     """Re-enqueue deliveries whose message was lost (pending too long) or whose worker died
     mid-send (sending too long). A resent e-mail is possible after a crash; a lost one is not."""
-    from workers.tasks import deliver_notification
-
     now = now or timezone.now()
     Notification.objects.filter(state=NotificationState.SENDING, claimed_at__lt=now - STUCK_AFTER).update(
         state=NotificationState.FAILED, last_error="worker died while sending"
@@ -116,5 +114,5 @@ def notifications_reap_stuck(*, now: datetime | None = None) -> int:
     )
     ids = list(stuck.values_list("pk", flat=True))
     for pk in ids:
-        transaction.on_commit(partial(deliver_notification.delay, pk))
+        enqueue(queues.DELIVER_NOTIFICATION, args=[pk])
     return len(ids)

@@ -4,23 +4,22 @@ import logging
 
 import pandas as pd
 from django.core.files.base import ContentFile
-from django.db import transaction
 from django.utils import timezone
 
+from core.enqueue import enqueue
 from monitoring.models import QualityCheck
 from monitoring.reference import drift_columns
 from monitoring.window import window_load
 from registry.models import ReferenceDataset
+from workers import queues
 
 logger = logging.getLogger(__name__)
 
 
 def check_report_request(*, check: QualityCheck) -> None:
     """Mark the report as requested and enqueue its rendering after commit."""
-    from workers.tasks import render_report
-
     QualityCheck.objects.filter(pk=check.pk).update(report_requested_at=timezone.now())
-    transaction.on_commit(lambda: render_report.delay(check.pk))
+    enqueue(queues.RENDER_REPORT, args=[check.pk])
 
 
 def check_report_render(*, check_id: int) -> str | None:

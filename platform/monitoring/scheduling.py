@@ -2,23 +2,23 @@
 
 import logging
 from datetime import UTC, datetime, timedelta
-from functools import partial
 
-from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from core.enqueue import enqueue
 from monitoring.checks import MAX_ATTEMPTS, STALE_AFTER, policy_for, scheduled_window
 from monitoring.models import CheckState, MonitoringPolicy, QualityCheck
 from registry.models import RegisteredModel
+from workers import queues
 
 logger = logging.getLogger(__name__)
 
 BEAT_TASKS = {
     # name of the beat row: (task name, period in seconds)
-    "driftwatch: dispatch due checks": ("driftwatch.checks.run_due", 60),
-    "driftwatch: reap stuck checks": ("driftwatch.checks.reap_stuck", 300),
-    "driftwatch: refresh checks with late labels": ("driftwatch.checks.refresh_labels", 600),
+    "driftwatch: dispatch due checks": (queues.CHECKS_RUN_DUE, 60),
+    "driftwatch: reap stuck checks": (queues.CHECKS_REAP_STUCK, 300),
+    "driftwatch: refresh checks with late labels": (queues.CHECKS_REFRESH_LABELS, 600),
 }
 
 
@@ -30,8 +30,6 @@ def window_end_for(policy: MonitoringPolicy, now: datetime) -> datetime:
 
 def checks_dispatch_due(*, now: datetime | None = None) -> int:
     """Claim each due policy by compare-and-set on next_check_at, then enqueue its check."""
-    from workers.tasks import check_model
-
     now = now or timezone.now()
     for model in RegisteredModel.objects.filter(policy__isnull=True):
         policy_for(model)  # every model is monitored by default
@@ -49,19 +47,13 @@ def checks_dispatch_due(*, now: datetime | None = None) -> int:
             continue  # another beat tick got there first
         window = scheduled_window(policy, end)
         expires = max(60, policy.check_every_minutes * 60)
-        transaction.on_commit(
-            partial(
-                check_model.apply_async, args=[policy.model_id, window.spec, end.isoformat()], expires=expires
-            )
-        )
+        enqueue(queues.CHECK_MODEL, args=[policy.model_id, window.spec, end.isoformat()], expires=expires)
         dispatched += 1
     return dispatched
 
 
 def checks_reap_stuck(*, now: datetime | None = None) -> int:
     """Re-enqueue checks stuck in running (their worker died); the task re-claims them by CAS."""
-    from workers.tasks import check_model
-
     now = now or timezone.now()
     stuck = QualityCheck.objects.filter(state=CheckState.RUNNING, started_at__lt=now - STALE_AFTER)
     count = 0
@@ -71,9 +63,7 @@ def checks_reap_stuck(*, now: datetime | None = None) -> int:
                 state=CheckState.FAILED, error=f"gave up after {check.attempts} attempts", finished_at=now
             )
             continue
-        transaction.on_commit(
-            partial(check_model.delay, check.model_id, check.window_spec, check.window_end.isoformat())
-        )
+        enqueue(queues.CHECK_MODEL, args=[check.model_id, check.window_spec, check.window_end.isoformat()])
         count += 1
     return count
 

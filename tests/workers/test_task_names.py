@@ -1,29 +1,39 @@
 """Task names are stored in beat rows and queued messages: renaming one silently breaks them."""
 
-from workers import tasks
+from workers import queues
+from workers.celery_app import app
+from workers.tasks import monitoring, system
 
 PINNED = {
-    "platform_info": "driftwatch.system.platform_info",
-    "run_due_checks": "driftwatch.checks.run_due",
-    "reap_stuck_checks": "driftwatch.checks.reap_stuck",
-    "check_model": "driftwatch.checks.check_model",
-    "refresh_labels": "driftwatch.checks.refresh_labels",
-    "deliver_notification": "driftwatch.alerts.deliver_notification",
-    "render_report": "driftwatch.checks.render_report",
+    (system, "platform_info"): "driftwatch.system.platform_info",
+    (monitoring, "run_due_checks"): "driftwatch.checks.run_due",
+    (monitoring, "reap_stuck_checks"): "driftwatch.checks.reap_stuck",
+    (monitoring, "check_model"): "driftwatch.checks.check_model",
+    (monitoring, "refresh_labels"): "driftwatch.checks.refresh_labels",
+    (monitoring, "deliver_notification"): "driftwatch.alerts.deliver_notification",
+    (monitoring, "render_report"): "driftwatch.checks.render_report",
 }
 
 
 def test_task_names_are_permanent() -> None:
-    assert {attr: getattr(tasks, attr).name for attr in PINNED} == PINNED
+    assert {key: getattr(*key).name for key in PINNED} == PINNED
 
 
-def test_every_driftwatch_task_is_pinned() -> None:
-    registered = {name for name in tasks.app.tasks if name.startswith("driftwatch.")}
+def test_the_name_constants_are_the_pinned_names() -> None:
+    constants = {
+        value for key, value in vars(queues).items() if key.isupper() and str(value).startswith("driftwatch.")
+    }
+    assert constants == set(PINNED.values())
+
+
+def test_the_apps_include_registers_every_pinned_task() -> None:
+    app.loader.import_default_modules()  # what a worker does at start
+    registered = {name for name in app.tasks if name.startswith("driftwatch.")}
     assert registered == set(PINNED.values())
 
 
 def test_check_tasks_go_to_the_checks_queue_and_the_rest_to_default() -> None:
-    router = tasks.app.amqp.router
+    router = app.amqp.router
     queue = {name: router.route({}, name)["queue"].name for name in PINNED.values()}
     checks = {n for n, q in queue.items() if q == "checks"}
     assert checks == {

@@ -31,7 +31,7 @@ def test_platform_is_the_stdlib_module_inside_the_django_app() -> None:
 
 
 def test_platform_is_the_stdlib_module_inside_a_celery_worker(celery_worker: object) -> None:
-    from workers.tasks import platform_info
+    from workers.tasks.system import platform_info
 
     info = platform_info.delay().get(timeout=60)
     assert info["python_version"] == platform.python_version()

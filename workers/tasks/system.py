@@ -1,0 +1,17 @@
+"""Tasks about the worker itself."""
+
+import platform
+import sysconfig
+
+from workers import queues
+from workers.celery_app import app
+
+
+@app.task(name=queues.PLATFORM_INFO)
+def platform_info() -> dict[str, str]:
+    """Proves inside a worker that `import platform` is the standard-library module."""
+    return {
+        "python_version": platform.python_version(),
+        "module_file": str(getattr(platform, "__file__", "")),
+        "stdlib_dir": sysconfig.get_paths()["stdlib"],
+    }
