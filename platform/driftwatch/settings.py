@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import dj_database_url
+from csp.constants import NONE, SELF, UNSAFE_INLINE
 
 from driftwatch.paths import ROOT
 
@@ -48,11 +49,53 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
-DEBUG = env_bool("DJANGO_DEBUG", True)
-SECRET_KEY = env_str("DJANGO_SECRET_KEY", "dev-only-insecure-key-change-me-in-production")
-if not DEBUG and SECRET_KEY.startswith("dev-only"):
-    raise ValueError("DJANGO_SECRET_KEY must be set when DJANGO_DEBUG is off")
+def local_secret_key(path: Path) -> str:
+    """A random key kept under var/ (mode 0600) when DJANGO_SECRET_KEY is not set: a fresh
+    checkout runs, and no key is shared between installations or published in the code."""
+    import secrets
+
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        key = secrets.token_urlsafe(50)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:  # another process of this install wrote it first
+            return path.read_text().strip()
+        with os.fdopen(fd, "w") as handle:
+            handle.write(key)
+        return key
+
+
+# Off unless asked for: a debug page shows tracebacks, settings and every URL pattern.
+# `manage.py run_platform --debug` turns it on for the processes it starts, and says so.
+DEBUG = env_bool("DJANGO_DEBUG", False)
+SECRET_KEY = env_str("DJANGO_SECRET_KEY") or local_secret_key(VAR_DIR / "secret_key")
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
+
+# --- HTTPS (production) -------------------------------------------------------------------
+# DRIFTWATCH_HTTPS=1 when the site is served over HTTPS: redirect http, secure cookies, HSTS.
+# Behind a TLS-terminating proxy, name the header it sets (e.g. HTTP_X_FORWARDED_PROTO) in
+# DRIFTWATCH_PROXY_SSL_HEADER; only then is that header trusted to say the request was https.
+DRIFTWATCH_HTTPS = env_bool("DRIFTWATCH_HTTPS", False)
+SECURE_SSL_REDIRECT = DRIFTWATCH_HTTPS
+SESSION_COOKIE_SECURE = DRIFTWATCH_HTTPS
+CSRF_COOKIE_SECURE = DRIFTWATCH_HTTPS
+SECURE_HSTS_SECONDS = env_int("DRIFTWATCH_HSTS_SECONDS", 31_536_000) if DRIFTWATCH_HTTPS else 0
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DRIFTWATCH_HSTS_INCLUDE_SUBDOMAINS", True)
+SECURE_HSTS_PRELOAD = env_bool("DRIFTWATCH_HSTS_PRELOAD", True)
+_proxy_header = env_str("DRIFTWATCH_PROXY_SSL_HEADER")
+if _proxy_header:
+    SECURE_PROXY_SSL_HEADER = (_proxy_header, "https")
+# /healthz is probed over plain http by load balancers and the run command.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+SESSION_COOKIE_HTTPONLY = True
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -64,6 +107,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "csp",
     "django_celery_results",
     "django_celery_beat",
     "core",
@@ -83,7 +127,28 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
 ]
+
+# --- Content-Security-Policy (django-csp) for the app's own pages ---------------------------
+# No inline or foreign script: whatever a value smuggles into a page cannot run. Inline style
+# attributes stay allowed (chart and heat-map colours); the evidently report has its own, sandboxed
+# policy (dashboard.views.check_report).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        "style-src-attr": [UNSAFE_INLINE],
+        "img-src": [SELF, "data:"],
+        "font-src": [SELF, "data:"],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [NONE],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
+}
 
 ROOT_URLCONF = "driftwatch.urls"
 WSGI_APPLICATION = "driftwatch.wsgi.application"

@@ -1,6 +1,6 @@
 from django.contrib import admin
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from core.health import healthz
 
@@ -20,7 +20,9 @@ urlpatterns = [
     ),
     path(
         "api/docs/",
-        SpectacularSwaggerView.as_view(url_name="schema", permission_classes=[], authentication_classes=[]),
+        SpectacularSwaggerSplitView.as_view(
+            url_name="schema", permission_classes=[], authentication_classes=[]
+        ),
         name="api-docs",
     ),
     path("", include("dashboard.urls")),

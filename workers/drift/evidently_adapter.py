@@ -102,7 +102,64 @@ def render_drift_report_html(
 ) -> str:
     """evidently's stand-alone HTML drift report of ``current_df`` against ``reference_df``."""
     snapshot = _run_preset(reference_df, current_df, columns, timestamp)
-    return snapshot.get_html_str(as_iframe=False)
+    return _script_safe_html(snapshot)
+
+
+# JSON never has `<`, `>` or `&` outside strings, so escaping them keeps the JSON equal and makes
+# `</script>` or `<!--` in a category value, feature name or class label unable to end the
+# <script> element it is embedded in (evidently's own template embeds raw json.dumps output).
+_SCRIPT_SAFE = str.maketrans(
+    {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+)
+
+
+def script_safe_json(value: Any) -> str:
+    """JSON text that is safe to place inside an HTML <script> element."""
+    import json
+
+    from evidently.legacy.utils import NumpyEncoder
+
+    return json.dumps(value, cls=NumpyEncoder).translate(_SCRIPT_SAFE)
+
+
+def _script_safe_html(snapshot: Any) -> str:
+    """evidently's stand-alone report (``Snapshot.get_html_str``), its data embedded escaped."""
+    import uuid
+
+    from evidently.legacy.model.dashboard import DashboardInfo
+    from evidently.legacy.model.widget import AdditionalGraphInfo, BaseWidgetInfo
+    from evidently.legacy.renderers.base_renderer import DetailsInfo
+    from evidently.legacy.renderers.html_widgets import group_widget
+    from evidently.legacy.utils.dashboard import TemplateParams, file_html_template
+
+    widgets = [group_widget(title="", widgets=snapshot._widgets), *snapshot._tests_widgets]
+    graphs: dict[str, Any] = {}
+    for widget in widgets:
+        for graph in widget.get_additional_graphs():
+            info = graph.params if isinstance(graph, AdditionalGraphInfo) else graph
+            detail = DetailsInfo(title="", info=info, id=graph.id)
+            graphs[f"{detail.id}"] = (
+                detail.info.dict() if isinstance(detail.info, BaseWidgetInfo) else detail.info
+            )
+    dashboard_id = "metric_" + uuid.uuid4().hex
+    info = DashboardInfo(name="Report", widgets=widgets).dict()
+    for widget_dict in info["widgets"]:
+        widget_dict.pop("additionalGraphs", None)
+    params = TemplateParams(
+        dashboard_id=dashboard_id,
+        dashboard_info=DashboardInfo(name="Report", widgets=[]),
+        additional_graphs={},
+        embed_data=False,
+    )
+    data = (
+        f"<script>\n    var {dashboard_id} = {script_safe_json(info)};\n"
+        f"    var additional_graphs_{dashboard_id} = {script_safe_json(graphs)};\n</script>"
+    )
+    html = file_html_template(params)
+    marker = "<!-- no embedded data -->"
+    if html.count(marker) != 1:
+        raise RuntimeError("evidently's report template changed: cannot embed the data safely")
+    return html.replace(marker, data)
 
 
 def evidently_dataset_level_scores(

@@ -23,6 +23,21 @@ from workers import queues
 ROOT = str(settings.BASE_DIR)
 
 
+def child_environment(*, debug: bool) -> dict[str, str]:
+    """The environment of the processes this run starts; --debug changes only theirs."""
+    env = dict(os.environ)
+    if debug:
+        env["DJANGO_DEBUG"] = "1"
+    return env
+
+
+def debug_warning(url: str) -> str:
+    return (
+        f"  DEBUG is ON for this run only (--debug): error pages show tracebacks and settings "
+        f"to anyone who can reach {url}/. Never use it where others can connect."
+    )
+
+
 class Command(BaseCommand):
     help = "Migrate, seed the demo, then run web + worker + beat (+ demo traffic) until Ctrl-C."
 
@@ -31,8 +46,14 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
         parser.add_argument("--no-demo", action="store_true", help="no demo model and no demo traffic")
         parser.add_argument("--web-workers", type=int, default=2)
+        parser.add_argument(
+            "--debug",
+            action="store_true",
+            help="Django DEBUG on for the processes of this run only (tracebacks in error pages)",
+        )
 
     def handle(self, *args: Any, **opts: Any) -> None:
+        self.child_env = child_environment(debug=opts["debug"])
         call_command("migrate", interactive=False, verbosity=0)
         url = f"http://{opts['host']}:{opts['port']}"
         seed = None if opts["no_demo"] else demo_seed()
@@ -65,7 +86,7 @@ class Command(BaseCommand):
                     ),
                 )
             )
-        self._banner(url, seed)
+        self._banner(url, seed, debug=opts["debug"])
         while not stopping:
             dead = [name for name, proc in children if proc.poll() is not None]
             if dead:
@@ -96,10 +117,9 @@ class Command(BaseCommand):
         beat = [python, "-m", "celery", "-A", "workers.celery_app", "beat", "-l", "info"]
         return [("web", self._spawn(web)), ("worker", self._spawn(worker)), ("beat", self._spawn(beat))]
 
-    @staticmethod
-    def _spawn(cmd: list[str]) -> subprocess.Popen[bytes]:
+    def _spawn(self, cmd: list[str]) -> subprocess.Popen[bytes]:
         # Own session: the terminal's Ctrl-C reaches only us, and we stop children in order.
-        return subprocess.Popen(cmd, cwd=ROOT, start_new_session=True)
+        return subprocess.Popen(cmd, cwd=ROOT, start_new_session=True, env=self.child_env)
 
     def _wait_healthy(
         self, url: str, children: list[tuple[str, subprocess.Popen[bytes]]], stopping: Any
@@ -118,8 +138,10 @@ class Command(BaseCommand):
             time.sleep(1)
         return False
 
-    def _banner(self, url: str, seed: Any) -> None:
+    def _banner(self, url: str, seed: Any, *, debug: bool) -> None:
         lines = ["", f"driftwatch is running at {url}/", f"  API docs: {url}/api/docs/   admin: {url}/admin/"]
+        if debug:
+            lines.append(debug_warning(url))
         if seed is not None:
             login = seed.admin_password or "(existing password)"
             lines += [f"  login: {seed.admin_username} / {login}", f"  ingest token: {seed.ingest_token}"]
