@@ -1,3 +1,4 @@
+from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from dashboard import views
@@ -5,6 +6,12 @@ from dashboard import views
 app_name = "dashboard"
 urlpatterns = [
     path("", views.home, name="home"),
+    path(
+        "login/",
+        auth_views.LoginView.as_view(template_name="dashboard/login.html", redirect_authenticated_user=True),
+        name="login",
+    ),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("models/<str:name>/", views.model_page, name="model"),
     path("models/<str:name>/checks/run", views.model_check_run, name="model-check-run"),
     path("checks/<int:check_id>/", views.check_detail, name="check"),

@@ -1,6 +1,9 @@
 """Server-rendered pages: fetch through selectors, render a template; writes call services."""
 
 import logging
+from collections.abc import Callable
+from functools import wraps
+from typing import Any, TypeVar, cast
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -21,6 +24,21 @@ from monitoring.models import AlertState
 from registry.selectors import model_get
 
 logger = logging.getLogger(__name__)
+
+ViewFunc = TypeVar("ViewFunc", bound=Callable[..., HttpResponseBase])
+
+
+def staff_required(view: ViewFunc) -> ViewFunc:
+    """A logged-in staff user, or 403: state changes are for staff, reading is for every user."""
+
+    @wraps(view)
+    @login_required
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        if not request.user.is_staff:
+            raise PermissionDenied("this action is for staff users")
+        return view(request, *args, **kwargs)
+
+    return cast(ViewFunc, wrapped)
 
 
 @login_required
@@ -50,10 +68,8 @@ def model_page(request: HttpRequest, name: str) -> HttpResponse:
 
 
 @require_POST
-@login_required
+@staff_required
 def model_check_run(request: HttpRequest, name: str) -> HttpResponse:
-    if not getattr(request.user, "is_staff", False):
-        raise PermissionDenied("only staff may run checks")
     model = model_get(name=name)
     window = check_services.scheduled_window(check_services.policy_for(model), timezone.now())
     try:
@@ -75,7 +91,7 @@ def check_detail(request: HttpRequest, check_id: int) -> HttpResponse:
 
 
 @require_POST
-@login_required
+@staff_required
 def check_report_request(request: HttpRequest, check_id: int) -> HttpResponse:
     check = selectors.check_get(check_id=check_id)
     reports.check_report_request(check=check)
@@ -139,7 +155,7 @@ def _back(request: HttpRequest, fallback: str) -> HttpResponseRedirect:
 
 
 @require_POST
-@login_required
+@staff_required
 def alert_acknowledge(request: HttpRequest, alert_id: int) -> HttpResponse:
     alert = selectors.alert_get(alert_id=alert_id)
     if not alert_services.alert_acknowledge(alert=alert):
@@ -148,7 +164,7 @@ def alert_acknowledge(request: HttpRequest, alert_id: int) -> HttpResponse:
 
 
 @require_POST
-@login_required
+@staff_required
 def alert_resolve(request: HttpRequest, alert_id: int) -> HttpResponse:
     alert = selectors.alert_get(alert_id=alert_id)
     if not alert_services.alert_resolve(alert=alert):

@@ -212,7 +212,10 @@ STORAGES = {
 }
 WHITENOISE_USE_FINDERS = True
 
-LOGIN_URL = "admin:login"
+# The dashboard's own login, for every active user; staff-only actions are checked in the views.
+LOGIN_URL = "dashboard:login"
+LOGIN_REDIRECT_URL = "dashboard:home"
+LOGOUT_REDIRECT_URL = "dashboard:login"
 
 # --- ingestion limits ---------------------------------------------------------------------
 # One request carries at most this many bytes (413 above it) and this many rows (400 above).

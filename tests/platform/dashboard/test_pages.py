@@ -45,10 +45,10 @@ def story(db: None) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("path", ["/", "/models/sea/", "/checks/1/", "/checks/1/report", "/alerts/"])
-def test_anonymous_visitors_are_sent_to_the_admin_login(db: None, path: str) -> None:
+def test_anonymous_visitors_are_sent_to_the_dashboard_login(db: None, path: str) -> None:
     response = Client().get(path)
     assert response.status_code == 302
-    assert response["Location"].startswith("/admin/login/?next=")
+    assert response["Location"].startswith("/login/?next=")
 
 
 def test_home_lists_each_model_with_its_latest_check_and_open_alerts(
