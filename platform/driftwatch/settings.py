@@ -5,6 +5,7 @@ neither runs on SQLite and kombu's filesystem broker under var/, so only Python 
 """
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -110,6 +111,7 @@ INSTALLED_APPS = [
     "csp",
     "django_celery_results",
     "django_celery_beat",
+    "axes",
     "core",
     "registry",
     "monitoring",
@@ -128,7 +130,23 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
+    # Last, as django-axes asks: it turns a lockout raised during authentication into a 429.
+    "axes.middleware.AxesMiddleware",
 ]
+
+# --- login throttling (django-axes) -------------------------------------------------------
+# After DRIFTWATCH_LOGIN_FAILURE_LIMIT wrong passwords for one username from one address, that
+# pair is locked out (429, even with the right password) for DRIFTWATCH_LOGIN_COOLOFF_MINUTES.
+# Covers the dashboard's and the admin's login alike; API tokens do not log in.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("DRIFTWATCH_LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("DRIFTWATCH_LOGIN_COOLOFF_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False
 
 # --- Content-Security-Policy (django-csp) for the app's own pages ---------------------------
 # No inline or foreign script: whatever a value smuggles into a page cannot run. Inline style
@@ -232,6 +250,8 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "core.errors.api_exception_handler",
     "UNAUTHENTICATED_USER": None,
 }
+# The OpenAPI schema and /api/docs/ need a login or a token unless this is on.
+DRIFTWATCH_PUBLIC_API_DOCS = env_bool("DRIFTWATCH_PUBLIC_API_DOCS", False)
 SPECTACULAR_SETTINGS = {
     "TITLE": "driftwatch API",
     "DESCRIPTION": "Model registry, prediction and label ingestion, quality checks, retraining.",

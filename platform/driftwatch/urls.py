@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from core.docs import DocsView, SchemaView
 from core.health import healthz
 
 api_v1 = [
@@ -15,14 +15,12 @@ urlpatterns = [
     path("api/v1/", include(api_v1)),
     path(
         "api/schema/",
-        SpectacularAPIView.as_view(permission_classes=[], authentication_classes=[]),
+        SchemaView.as_view(),
         name="schema",
     ),
     path(
         "api/docs/",
-        SpectacularSwaggerSplitView.as_view(
-            url_name="schema", permission_classes=[], authentication_classes=[]
-        ),
+        DocsView.as_view(url_name="schema"),
         name="api-docs",
     ),
     path("", include("dashboard.urls")),

@@ -1,3 +1,6 @@
+from typing import Any
+
+from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
@@ -16,8 +19,38 @@ from monitoring.models import (
 from monitoring.reports import check_report_request
 
 
+class MonitoringPolicyForm(forms.ModelForm):
+    """The webhook secret is write-only: never rendered back, kept when left blank."""
+
+    webhook_secret = forms.CharField(
+        required=False,
+        strip=False,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        help_text="HMAC-SHA256 key. Never shown; leave blank to keep the current one.",
+    )
+    clear_webhook_secret = forms.BooleanField(required=False, label="Remove the webhook secret")
+
+    class Meta:
+        model = MonitoringPolicy
+        fields = "__all__"  # noqa: DJ007  every field, as the admin would build it
+
+    def clean_webhook_secret(self) -> str:
+        value: str = self.cleaned_data.get("webhook_secret") or ""
+        if self.data.get("clear_webhook_secret"):
+            return ""
+        return value or (self.instance.webhook_secret if self.instance.pk else "")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk and self.instance.webhook_secret:
+            self.fields["webhook_secret"].help_text = "A secret is set (not shown). " + str(
+                self.fields["webhook_secret"].help_text
+            )
+
+
 @admin.register(MonitoringPolicy)
 class MonitoringPolicyAdmin(admin.ModelAdmin):
+    form = MonitoringPolicyForm
     list_display = (
         "model",
         "enabled",

@@ -85,3 +85,23 @@ def test_staff_pages_show_the_action_buttons(alert: Alert) -> None:
     client.force_login(User.objects.create_user("ops", password="pw-ops-12345", is_staff=True))
     page = client.get("/alerts/").content.decode()
     assert f"/alerts/{alert.pk}/acknowledge" in page and f"/alerts/{alert.pk}/resolve" in page
+
+
+@pytest.mark.parametrize("login_url", ["/login/", "/admin/login/"])
+def test_repeated_wrong_passwords_lock_the_login_even_for_the_right_one(db: None, login_url: str) -> None:
+    User.objects.create_user("target", password="pw-right-12345", is_staff=True)
+    client = Client()
+    for _ in range(5):
+        wrong = client.post(login_url, {"username": "target", "password": "wrong"})
+        assert wrong.status_code in (200, 429)
+    locked = client.post(login_url, {"username": "target", "password": "pw-right-12345"})
+    assert locked.status_code == 429
+    assert client.get("/").status_code == 302  # still not logged in
+
+
+def test_a_lockout_is_per_username(db: None) -> None:
+    User.objects.create_user("other", password="pw-other-12345")
+    client = Client()
+    for _ in range(5):
+        client.post("/login/", {"username": "target", "password": "wrong"})
+    assert client.post("/login/", {"username": "other", "password": "pw-other-12345"}).status_code == 302
