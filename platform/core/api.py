@@ -11,6 +11,7 @@ from rest_framework.views import APIView
 
 from core.auth import HasScope
 from core.errors import FieldError, InvalidInput
+from core.text import first_bad_string
 
 
 class RequestTooLarge(exceptions.APIException):
@@ -25,18 +26,47 @@ class ScopedAPIView(APIView):
     required_scopes: dict[str, str] = {}
 
 
+JSON_TYPES = ("application/json",)
+
+
+def _require_json_content_type(request: Request) -> None:
+    media = (request.content_type or "").split(";")[0].strip().lower()
+    if media not in JSON_TYPES and not (media.startswith("application/") and media.endswith("+json")):
+        raise exceptions.UnsupportedMediaType(media or "(none)", detail="send the body as application/json")
+
+
 def json_body(request: Request) -> Any:
-    """Parse the JSON body ourselves: one json.loads, and a 413 even for chunked uploads."""
+    """Parse the JSON body ourselves: one orjson.loads, and a 413 even for chunked uploads.
+
+    Refused with a 400 naming the field: nesting deeper than orjson's 1,024 levels, lone
+    surrogates and NUL characters (PostgreSQL text cannot hold them).
+    """
     limit = settings.DRIFTWATCH_MAX_REQUEST_BYTES
     raw = request.read(limit + 1)
     if len(raw) > limit:
         raise RequestTooLarge(f"request body exceeds {limit} bytes")
+    if raw:
+        _require_json_content_type(request)
     try:
-        return orjson.loads(raw or b"null")  # ~5x faster than json on 10,000-sample batches
-    except orjson.JSONDecodeError:
-        pass
+        body = orjson.loads(raw or b"null")  # ~5x faster than json on 10,000-sample batches
+    except orjson.JSONDecodeError as exc:
+        body = _lenient_loads(raw, exc)
+    else:
+        if b"\\u0000" not in raw:  # orjson refuses raw control characters and lone surrogates
+            return body
+    bad = first_bad_string(body)
+    if bad is not None:
+        raise InvalidInput([bad])
+    return body
+
+
+def _lenient_loads(raw: bytes, orjson_error: Exception) -> Any:
+    """json also accepts NaN/Infinity tokens, so validation can name the row and field they are in."""
+    if "depth limit" in str(orjson_error):
+        raise InvalidInput([FieldError(None, "body", "JSON nested deeper than 1,024 levels")])
     try:
-        # json also accepts NaN/Infinity tokens, so validation can name the row and field they are in.
         return json.loads(raw)
+    except RecursionError:
+        raise InvalidInput([FieldError(None, "body", "JSON nested too deeply")]) from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise InvalidInput([FieldError(None, "body", f"invalid JSON: {exc}")]) from None

@@ -121,6 +121,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "core.middleware.RequestSizeLimitMiddleware",
+    "core.middleware.UrlTextMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -239,6 +240,8 @@ LOGOUT_REDIRECT_URL = "dashboard:login"
 # One request carries at most this many bytes (413 above it) and this many rows (400 above).
 DRIFTWATCH_MAX_REQUEST_BYTES = env_int("DRIFTWATCH_MAX_REQUEST_BYTES", 64 * 1024 * 1024)
 DRIFTWATCH_MAX_BATCH_ROWS = env_int("DRIFTWATCH_MAX_BATCH_ROWS", 100_000)
+# A reference is the baseline every check loads: 1,000,000 rows is far past what drift needs.
+DRIFTWATCH_MAX_REFERENCE_ROWS = env_int("DRIFTWATCH_MAX_REFERENCE_ROWS", 1_000_000)
 DATA_UPLOAD_MAX_MEMORY_SIZE = DRIFTWATCH_MAX_REQUEST_BYTES
 FILE_UPLOAD_MAX_MEMORY_SIZE = 8 * 1024 * 1024
 
@@ -247,6 +250,11 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": [
+        "rest_framework.parsers.JSONParser",
+        "rest_framework.parsers.FormParser",
+        "core.parsers.MultiPartParser",
+    ],
     "EXCEPTION_HANDLER": "core.errors.api_exception_handler",
     "UNAUTHENTICATED_USER": None,
 }

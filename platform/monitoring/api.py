@@ -1,6 +1,6 @@
 """Ingestion endpoints: predictions and labels."""
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.utils import timezone
@@ -24,6 +24,7 @@ from monitoring.checks import (
 )
 from monitoring.models import Alert, AlertState, CheckState, QualityCheck
 from monitoring.policy import policy_to_dict, policy_update
+from monitoring.validation import offset_problem
 from registry.models import RegisteredModel
 from registry.selectors import model_get
 
@@ -85,9 +86,13 @@ def _parse_time(value: str | None, field: str) -> datetime | None:
         parsed = datetime.fromisoformat(str(value))
     except ValueError:
         raise InvalidInput([FieldError(None, field, f"not an ISO 8601 datetime: {value!r}")]) from None
-    if parsed.tzinfo is None:
-        raise InvalidInput([FieldError(None, field, "must include a timezone offset")])
-    return parsed
+    problem = offset_problem(parsed)
+    if problem:
+        raise InvalidInput([FieldError(None, field, problem)])
+    try:
+        return parsed.astimezone(UTC)
+    except OverflowError:
+        raise InvalidInput([FieldError(None, field, "out of range")]) from None
 
 
 CHECK_KEYS = frozenset({"start", "end"})

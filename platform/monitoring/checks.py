@@ -242,21 +242,26 @@ def _per_version(model: RegisteredModel, labelled: pd.DataFrame, min_labels: int
 def _estimate(
     model: RegisteredModel, frame: pd.DataFrame, reference: ReferenceState | None
 ) -> dict[str, Any]:
+    if not model.is_classification:
+        return {}
     if reference is not None and reference.estimate_unavailable:
         # Say so rather than report a constant: a degenerate calibrator reads 1.000 forever.
-        return {
-            "metric": "accuracy",
-            "value": None,
-            "available": False,
-            "reason": reference.estimate_unavailable,
-        }
-    if reference is None or reference.calibrator is None:
+        return _unavailable(reference.estimate_unavailable)
         return {}
+    if reference is None:
+        return _unavailable("no reference dataset")
+    if reference.calibrator is None:
+        return _unavailable("the reference has no probabilities (and labels) to calibrate confidence on")
     proba = probability_matrix(frame, list(model.classes))
     if proba is None:
-        return {}
+        return _unavailable("not every sample in the window logged its probabilities")
     value, low, high = estimate_accuracy(reference.calibrator, proba)
     return {"metric": "accuracy", "value": value, "ci": [low, high], "method": "CBPE (calibrated confidence)"}
+
+
+def _unavailable(reason: str) -> dict[str, Any]:
+    """An estimate that could not be made, and why (shown beside the check)."""
+    return {"metric": "accuracy", "value": None, "available": False, "reason": reason}
 
 
 def _baseline_value(policy: MonitoringPolicy, reference: ReferenceState | None) -> float | None:

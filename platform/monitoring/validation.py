@@ -15,6 +15,33 @@ MAX_ID_LENGTH = 200
 # Clocks drift; a timestamp further ahead than this is a client bug, not a prediction.
 MAX_FUTURE_SKEW = timedelta(days=1)
 PROBABILITY_SUM_TOLERANCE = 1e-3
+# pandas holds 1677..2262 only, and one ancient sample would break every check over its window.
+MIN_TIMESTAMP = datetime(1970, 1, 1, tzinfo=UTC)
+# PostgreSQL stores offsets up to ±15:59 (real zones span -12:00..+14:00).
+MAX_UTC_OFFSET = timedelta(hours=15, minutes=59)
+# Category values are labels, not documents: longer ones are refused (and would bloat every window).
+MAX_CATEGORY_CHARS = 1000
+
+
+def offset_problem(ts: datetime) -> str | None:
+    offset = ts.utcoffset()
+    if offset is None:
+        return "must include a timezone offset (e.g. 2026-01-31T12:00:00Z)"
+    if abs(offset) > MAX_UTC_OFFSET:
+        return "timezone offset must be within ±15:59"
+    return None
+
+
+def timestamp_problem(ts: datetime, now: datetime) -> str | None:
+    """Why an ingested timestamp is refused, or None: a real offset, 1970 ≤ ts ≤ now + 1 day."""
+    problem = offset_problem(ts)
+    if problem:
+        return problem
+    if ts < MIN_TIMESTAMP:
+        return "is before 1970-01-01"
+    if ts > now + MAX_FUTURE_SKEW:
+        return "is more than a day in the future"
+    return None
 
 
 @dataclass(frozen=True)
@@ -113,16 +140,14 @@ def clean_timestamp(value: Any, row: int, errors: Collector, now: datetime) -> d
         except ValueError:
             errors.add(row, "timestamp", f"not an ISO 8601 datetime: {value[:40]!r}")
             return None
-        if ts.tzinfo is None:
-            errors.add(row, "timestamp", "must include a timezone offset (e.g. 2026-01-31T12:00:00Z)")
-            return None
     else:
         errors.add(row, "timestamp", "must be an ISO 8601 string or epoch seconds")
         return None
-    if ts > now + MAX_FUTURE_SKEW:
-        errors.add(row, "timestamp", "is more than a day in the future")
+    problem = timestamp_problem(ts, now)
+    if problem:
+        errors.add(row, "timestamp", problem)
         return None
-    return ts
+    return ts.astimezone(UTC)
 
 
 def clean_features(value: Any, row: int, errors: Collector, schema: Schema) -> dict[str, Any] | None:
@@ -152,6 +177,10 @@ def clean_features(value: Any, row: int, errors: Collector, schema: Schema) -> d
                 continue
             clean[name] = item if math.isfinite(item) else None
         elif isinstance(item, str):
+            if len(item) > MAX_CATEGORY_CHARS:
+                errors.add(row, f"features.{name}", f"at most {MAX_CATEGORY_CHARS} characters")
+                ok = False
+                continue
             clean[name] = item
         elif isinstance(item, int) and not isinstance(item, bool):
             clean[name] = str(item)
@@ -177,7 +206,8 @@ def clean_target(
             return False, None
         key = str(value).lower() if isinstance(value, bool) else str(value)
         if key not in lookup:
-            errors.add(row, field, f"unknown class {value!r} (classes: {list(lookup.values())})")
+            shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+            errors.add(row, field, f"unknown class {shown} (classes: {list(lookup.values())})")
             return False, None
         return True, lookup[key]
     if not _is_number(value):

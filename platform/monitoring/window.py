@@ -14,7 +14,7 @@ import pandas as pd
 from django.db import connection
 
 from registry.models import RegisteredModel
-from registry.reference import LABEL, PREDICTION, PROBA_PREFIX
+from registry.reference import LABEL, PREDICTION, PROBA_PREFIX, WINDOW_COLUMNS
 
 
 @dataclass
@@ -46,7 +46,7 @@ def _select_list(model: RegisteredModel, params: list[Any]) -> tuple[list[str], 
     for cls in model.classes:
         names.append(PROBA_PREFIX + str(cls))
         sql.append(_json_text("s.probabilities", str(cls), params))
-    names += ["sample_id", "version_id", "timestamp", "label_received_at"]
+    names += list(WINDOW_COLUMNS)
     # Label delay counts from when the truth became known: the client's label timestamp if it
     # sent one (a backfill), else the label's arrival.
     sql += ["s.sample_id", "s.version_id", "s.timestamp", "COALESCE(g.labelled_at, g.received_at)"]
@@ -160,5 +160,7 @@ def probability_matrix(frame: pd.DataFrame, classes: list[Any]) -> np.ndarray | 
     """n × k probabilities in class order, or None unless every row logged all of them."""
     if not classes or len(frame) == 0:
         return None
+    if any(PROBA_PREFIX + str(c) not in frame.columns for c in classes):
+        return None  # e.g. a reference uploaded without probabilities (they are optional)
     matrix = frame[[PROBA_PREFIX + str(c) for c in classes]].to_numpy(dtype="float64")
     return None if np.isnan(matrix).any() else matrix

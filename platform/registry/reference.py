@@ -8,6 +8,7 @@ import io
 from typing import Any
 
 import pandas as pd
+from django.conf import settings
 
 from core.errors import FieldError, InvalidInput
 from monitoring.validation import (
@@ -21,10 +22,15 @@ from monitoring.validation import (
 LABEL = "__label__"
 PREDICTION = "__prediction__"
 PROBA_PREFIX = "__proba__:"
+# The window's own columns beside the features: no feature may take one of these names.
+WINDOW_COLUMNS = ("sample_id", "version_id", "timestamp", "label_received_at")
 REFERENCE_KEYS = frozenset({"features", "label", "prediction", "probabilities"})
 
 
 def clean_reference_rows(rows: list[Any], schema: Schema) -> pd.DataFrame:
+    cap = settings.DRIFTWATCH_MAX_REFERENCE_ROWS
+    if len(rows) > cap:
+        raise InvalidInput([FieldError(None, "rows", f"at most {cap} reference rows, got {len(rows)}")])
     errors = Collector()
     lookup = schema.class_lookup()
     records: list[dict[str, Any]] = []
@@ -64,7 +70,20 @@ def _frame(records: list[dict[str, Any]], schema: Schema) -> pd.DataFrame:
 
 def csv_to_rows(text: str, schema: Schema) -> list[dict[str, Any]]:
     """CSV with a header: feature columns, `label`, optional `prediction`, `proba_<class>`."""
+    if "\x00" in text:
+        line = text.count("\n", 0, text.index("\x00")) + 1
+        raise InvalidInput([FieldError(None, "file", f"line {line} contains a NUL character")])
+    # csv's own limit (131,072 characters) raises an error that names no column: the body limit
+    # bounds a field anyway, and the value checks name the row and column of one too long.
+    csv.field_size_limit(max(settings.DRIFTWATCH_MAX_REQUEST_BYTES, 131_072))
     reader = csv.DictReader(io.StringIO(text))
+    try:
+        return _csv_rows(reader, schema)
+    except csv.Error as exc:
+        raise InvalidInput([FieldError(None, "file", f"line {reader.line_num}: {exc}")]) from None
+
+
+def _csv_rows(reader: "csv.DictReader[str]", schema: Schema) -> list[dict[str, Any]]:
     header = reader.fieldnames or []
     missing = [name for name in schema.feature_types if name not in header]
     if missing or "label" not in header:

@@ -24,14 +24,27 @@ from registry.models import (
     VersionStatus,
     model_name_validator,
 )
-from registry.reference import LABEL, PREDICTION, PROBA_PREFIX, clean_reference_rows, frame_to_parquet
+from registry.reference import (
+    LABEL,
+    PREDICTION,
+    PROBA_PREFIX,
+    WINDOW_COLUMNS,
+    clean_reference_rows,
+    frame_to_parquet,
+)
 from workers.drift.estimation import calibration_problem
+
+# Names and labels are identifiers shown in tables; descriptions are a paragraph, not a file.
+MAX_NAME_CHARS = 200
+MAX_DESCRIPTION_CHARS = 10_000
+RESERVED = ", ".join([*WINDOW_COLUMNS, "names starting with '__'"])
 
 
 def _schema_errors(data: dict[str, Any]) -> list[FieldError]:
     errors: list[FieldError] = []
     name = data.get("name")
-    if not isinstance(name, str) or not MODEL_NAME.match(name):
+    # fullmatch: `$` in the pattern would also accept a trailing newline ("probe\n").
+    if not isinstance(name, str) or not MODEL_NAME.fullmatch(name):
         errors.append(FieldError(None, "name", str(model_name_validator.message)))
     if data.get("task") not in Task.values:
         errors.append(FieldError(None, "task", f"must be one of {Task.values}"))
@@ -44,8 +57,15 @@ def _schema_errors(data: dict[str, Any]) -> list[FieldError]:
         if not isinstance(feature, dict) or not isinstance(feature.get("name"), str) or not feature["name"]:
             errors.append(FieldError(i, "features.name", "required: a non-empty string"))
             continue
-        if feature["name"] in seen or feature["name"].startswith("__"):
-            errors.append(FieldError(i, "features.name", f"duplicate or reserved name {feature['name']!r}"))
+        if len(feature["name"]) > MAX_NAME_CHARS:
+            errors.append(FieldError(i, "features.name", f"at most {MAX_NAME_CHARS} characters"))
+            continue
+        if feature["name"] in seen:
+            errors.append(FieldError(i, "features.name", f"duplicate name {feature['name']!r}"))
+        if feature["name"].startswith("__") or feature["name"] in WINDOW_COLUMNS:
+            errors.append(
+                FieldError(i, "features.name", f"reserved name {feature['name']!r} (reserved: {RESERVED})")
+            )
         seen.add(feature["name"])
         if feature.get("type") not in FeatureType.values:
             errors.append(FieldError(i, "features.type", f"must be one of {FeatureType.values}"))
@@ -59,8 +79,19 @@ def _schema_errors(data: dict[str, Any]) -> list[FieldError]:
             errors.append(FieldError(None, "classes", "classification needs at least two distinct classes"))
         elif not all(isinstance(c, str | int) and not isinstance(c, bool) for c in classes):
             errors.append(FieldError(None, "classes", "class labels must be strings or integers"))
+        elif any(len(str(c)) > MAX_NAME_CHARS for c in classes):
+            errors.append(
+                FieldError(None, "classes", f"class labels have at most {MAX_NAME_CHARS} characters")
+            )
     elif classes:
         errors.append(FieldError(None, "classes", "only classification models have classes"))
+    description = data.get("description")
+    if description is not None and (
+        not isinstance(description, str) or len(description) > MAX_DESCRIPTION_CHARS
+    ):
+        errors.append(
+            FieldError(None, "description", f"a string of at most {MAX_DESCRIPTION_CHARS} characters")
+        )
     return errors
 
 
