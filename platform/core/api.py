@@ -9,7 +9,7 @@ from rest_framework import exceptions, status
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
-from core.auth import HasScope
+from core.auth import HasScope, IngestRateThrottle
 from core.errors import FieldError, InvalidInput
 from core.text import first_bad_string
 
@@ -23,6 +23,7 @@ class ScopedAPIView(APIView):
     """An API view whose methods each need a token scope (`required_scopes`)."""
 
     permission_classes = [HasScope]
+    throttle_classes = [IngestRateThrottle]
     required_scopes: dict[str, str] = {}
 
 

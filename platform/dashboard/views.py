@@ -16,6 +16,7 @@ from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
+from core.audit import audit_record
 from dashboard import selectors
 from monitoring import alerts as alert_services
 from monitoring import checks as check_services
@@ -158,7 +159,9 @@ def _back(request: HttpRequest, fallback: str) -> HttpResponseRedirect:
 @staff_required
 def alert_acknowledge(request: HttpRequest, alert_id: int) -> HttpResponse:
     alert = selectors.alert_get(alert_id=alert_id)
-    if not alert_services.alert_acknowledge(alert=alert):
+    if alert_services.alert_acknowledge(alert=alert):
+        audit_record(actor=request.user, action="alert.acknowledge", target=alert)
+    else:
         messages.warning(request, f"Alert #{alert.pk} was not open (it is {alert.state}).")
     return _back(request, reverse("dashboard:model", args=[alert.model.name]))
 
@@ -167,6 +170,8 @@ def alert_acknowledge(request: HttpRequest, alert_id: int) -> HttpResponse:
 @staff_required
 def alert_resolve(request: HttpRequest, alert_id: int) -> HttpResponse:
     alert = selectors.alert_get(alert_id=alert_id)
-    if not alert_services.alert_resolve(alert=alert):
+    if alert_services.alert_resolve(alert=alert):
+        audit_record(actor=request.user, action="alert.resolve", target=alert)
+    else:
         messages.warning(request, f"Alert #{alert.pk} was already resolved.")
     return _back(request, reverse("dashboard:model", args=[alert.model.name]))

@@ -240,6 +240,9 @@ LOGOUT_REDIRECT_URL = "dashboard:login"
 # One request carries at most this many bytes (413 above it) and this many rows (400 above).
 DRIFTWATCH_MAX_REQUEST_BYTES = env_int("DRIFTWATCH_MAX_REQUEST_BYTES", 64 * 1024 * 1024)
 DRIFTWATCH_MAX_BATCH_ROWS = env_int("DRIFTWATCH_MAX_BATCH_ROWS", 100_000)
+# Ingestion requests per API token per minute (429 with Retry-After above it); 0: no limit.
+# A token's own rate_limit_per_minute overrides it.
+DRIFTWATCH_INGEST_RATE_PER_MINUTE = env_int("DRIFTWATCH_INGEST_RATE_PER_MINUTE", 1200)
 # A reference is the baseline every check loads: 1,000,000 rows is far past what drift needs.
 DRIFTWATCH_MAX_REFERENCE_ROWS = env_int("DRIFTWATCH_MAX_REFERENCE_ROWS", 1_000_000)
 DATA_UPLOAD_MAX_MEMORY_SIZE = DRIFTWATCH_MAX_REQUEST_BYTES
@@ -272,6 +275,17 @@ SPECTACULAR_SETTINGS = {
 }
 
 # --- Celery -------------------------------------------------------------------------------
+# The cache holds the per-token ingestion counters: Redis (shared by every web process) when
+# configured, else per process memory (the embedded default runs one machine).
+_REDIS = env_str("REDIS_URL")
+CACHES = {
+    "default": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _REDIS}
+        if _REDIS
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    )
+}
+
 REDIS_URL = env_str("REDIS_URL")
 if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL

@@ -6,6 +6,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
+from core.audit import audit_record
 from monitoring.alerts import alert_acknowledge, alert_resolve
 from monitoring.checks import quality_check_run, scheduled_window
 from monitoring.models import (
@@ -17,6 +18,8 @@ from monitoring.models import (
     QualityCheck,
 )
 from monitoring.reports import check_report_request
+
+SECRET_FIELDS = frozenset({"webhook_secret", "clear_webhook_secret"})
 
 
 class MonitoringPolicyForm(forms.ModelForm):
@@ -51,6 +54,16 @@ class MonitoringPolicyForm(forms.ModelForm):
 @admin.register(MonitoringPolicy)
 class MonitoringPolicyAdmin(admin.ModelAdmin):
     form = MonitoringPolicyForm
+
+    def save_model(self, request: HttpRequest, obj: MonitoringPolicy, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        changes = {
+            name: "(changed)" if name in SECRET_FIELDS else str(form.cleaned_data.get(name))
+            for name in form.changed_data
+        }
+        action = "policy.update" if change else "policy.create"
+        audit_record(actor=request.user, action=action, target=obj, details={"changes": changes})
+
     list_display = (
         "model",
         "enabled",
@@ -116,12 +129,20 @@ class AlertAdmin(admin.ModelAdmin):
 
     @admin.action(description="Acknowledge")
     def acknowledge(self, request: HttpRequest, queryset: QuerySet[Alert]) -> None:
-        done = sum(alert_acknowledge(alert=a) for a in queryset)
+        done = 0
+        for alert in queryset:
+            if alert_acknowledge(alert=alert):
+                audit_record(actor=request.user, action="alert.acknowledge", target=alert)
+                done += 1
         self.message_user(request, f"{done} alert(s) acknowledged")
 
     @admin.action(description="Resolve")
     def resolve(self, request: HttpRequest, queryset: QuerySet[Alert]) -> None:
-        done = sum(alert_resolve(alert=a) for a in queryset)
+        done = 0
+        for alert in queryset:
+            if alert_resolve(alert=alert):
+                audit_record(actor=request.user, action="alert.resolve", target=alert)
+                done += 1
         self.message_user(request, f"{done} alert(s) resolved")
 
 

@@ -3,6 +3,7 @@
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.db import transaction
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
@@ -10,6 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from core.api import ScopedAPIView, json_body
+from core.audit import audit_record, request_actor
 from core.errors import FieldError, InvalidInput
 from monitoring import services
 from monitoring.alerts import alert_to_dict
@@ -196,4 +198,13 @@ class PolicyView(ScopedAPIView):
 
     def patch(self, request: Request, name: str) -> Response:
         policy = policy_for(model_get(name=name))
-        return Response(policy_to_dict(policy_update(policy=policy, changes=json_body(request))))
+        changes = json_body(request)
+        with transaction.atomic():
+            policy = policy_update(policy=policy, changes=changes)
+            audit_record(
+                actor=request_actor(request),
+                action="policy.update",
+                target=policy,
+                details={"changes": changes},
+            )
+        return Response(policy_to_dict(policy))

@@ -54,3 +54,15 @@ def test_a_new_secret_replaces_the_old_one(admin_client: Client, policy: Monitor
     admin_client.post(change_url(policy), form_data(admin_client, policy, webhook_secret="new-secret-1"))
     policy.refresh_from_db()
     assert policy.webhook_secret == "new-secret-1"
+
+
+def test_policy_change_in_the_admin_is_audited_without_the_secret(
+    admin_client: Client, policy: MonitoringPolicy
+) -> None:
+    from core.models import AuditEvent
+
+    admin_client.post(change_url(policy), form_data(admin_client, policy, webhook_secret="new-secret-2"))
+    event = AuditEvent.objects.get(action="policy.update")
+    assert event.actor_label == "root"
+    assert event.details["changes"]["webhook_secret"] == "(changed)"
+    assert "new-secret-2" not in str(event.details)
