@@ -117,6 +117,7 @@ INSTALLED_APPS = [
     "monitoring",
     "retraining",
     "dashboard",
+    "demo",
 ]
 
 MIDDLEWARE = [

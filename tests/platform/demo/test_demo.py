@@ -1,7 +1,7 @@
 import pytest
 from django.contrib.auth import get_user_model
 
-from core.demo import demo_champion_artifact, demo_seed
+from demo.services import demo_champion_artifact, demo_seed
 from monitoring.models import MonitoringPolicy
 from registry.models import ReferenceDataset
 from workers.demo import DEMO_MODEL, demo_frame

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from core.demo import demo_champion_artifact
+from demo.services import demo_champion_artifact
 from workers.demo import DEMO_CLASSES, DEMO_MODEL, demo_frame, frame_rows
 from workers.training.tabular import TabularClassifier
 

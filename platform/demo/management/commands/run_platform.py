@@ -16,7 +16,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
-from core.demo import demo_seed
+from demo.services import demo_seed
 from driftwatch.paths import gunicorn_argv
 from workers import queues
 

@@ -2,7 +2,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from core.demo import demo_seed
+from demo.services import demo_seed
 
 
 class Command(BaseCommand):
