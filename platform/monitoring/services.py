@@ -10,8 +10,9 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from monitoring.models import GroundTruth, PredictionSample
-from monitoring.validation import CleanSample, Schema, clean_labels, clean_samples, require_list
+from monitoring.validation import CleanSample, clean_labels, clean_samples, require_list
 from registry.models import ModelVersion, RegisteredModel, VersionStatus
+from registry.schema import model_schema
 
 # SQLite caps bound variables per statement; keep IN (...) lists well under it.
 ID_CHUNK = 5000
@@ -27,10 +28,6 @@ class IngestResult:
 class LabelResult:
     matched: int
     pending: int
-
-
-def model_schema(model: RegisteredModel) -> Schema:
-    return Schema(task=model.task, feature_types=model.feature_types, classes=list(model.classes))
 
 
 def predictions_ingest(*, model: RegisteredModel, body: Any) -> IngestResult:

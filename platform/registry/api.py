@@ -11,10 +11,10 @@ from rest_framework.response import Response
 
 from core.api import ScopedAPIView, json_body
 from core.errors import FieldError, InvalidInput
-from monitoring.services import model_schema
 from registry import selectors, services
 from registry.models import ModelVersion, RegisteredModel
 from registry.reference import csv_to_rows
+from registry.schema import model_schema
 
 
 class FeatureSerializer(serializers.Serializer):

@@ -11,7 +11,7 @@ import pandas as pd
 from django.conf import settings
 
 from core.errors import FieldError, InvalidInput
-from monitoring.validation import (
+from registry.schema import (
     Collector,
     Schema,
     clean_features,

@@ -13,7 +13,6 @@ from django.db.models import Max
 from django.utils import timezone
 
 from core.errors import Conflict, FieldError, InvalidInput
-from monitoring.services import model_schema
 from registry.models import (
     MODEL_NAME,
     FeatureType,
@@ -32,6 +31,7 @@ from registry.reference import (
     clean_reference_rows,
     frame_to_parquet,
 )
+from registry.schema import model_schema
 from workers.drift.estimation import calibration_problem
 
 # Names and labels are identifiers shown in tables; descriptions are a paragraph, not a file.

@@ -1,0 +1,159 @@
+"""A registered model's schema, and the cleaners that check one value against it.
+
+Shared by the reference upload (registry) and prediction/label ingestion (monitoring), each
+collecting every error with its row and field.
+"""
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from core.errors import FieldError, InvalidInput
+from registry.models import RegisteredModel
+
+PROBABILITY_SUM_TOLERANCE = 1e-3
+
+
+# Category values are labels, not documents: longer ones are refused (and would bloat every window).
+MAX_CATEGORY_CHARS = 1000
+
+
+@dataclass(frozen=True)
+class Schema:
+    task: str
+    feature_types: dict[str, str]
+    classes: list[Any]
+
+    @property
+    def is_classification(self) -> bool:
+        return self.task == "classification"
+
+    def class_lookup(self) -> dict[str, Any]:
+        """Class labels by their string form: JSON object keys (probabilities) are strings."""
+        return {str(c): c for c in self.classes}
+
+
+class Collector:
+    """Collects errors; stops collecting (not validating) after a cap to bound the response."""
+
+    def __init__(self, cap: int = 1000) -> None:
+        self.errors: list[FieldError] = []
+        self.cap = cap
+
+    def add(self, row: int | None, field: str, message: str) -> None:
+        if len(self.errors) < self.cap:
+            self.errors.append(FieldError(row, field, message))
+
+    def raise_if_any(self) -> None:
+        if self.errors:
+            raise InvalidInput(self.errors)
+
+    def check_object(self, raw: Any, row: int, *, allowed: frozenset[str], what: str, shape: str) -> bool:
+        """A row must be a JSON object with only the allowed keys; unknown keys are named."""
+        if not isinstance(raw, dict):
+            self.add(row, what, f"must be an object {shape}")
+            return False
+        for extra in raw.keys() - allowed:
+            self.add(row, extra, "unknown field")
+        return True
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def clean_features(value: Any, row: int, errors: Collector, schema: Schema) -> dict[str, Any] | None:
+    """Missing values are allowed as null; non-finite numbers count as missing (stored as null)."""
+    if not isinstance(value, dict):
+        errors.add(row, "features", "required: an object of feature values")
+        return None
+    types = schema.feature_types
+    ok = True
+    for name in value.keys() - types.keys():
+        errors.add(row, f"features.{name}", "unknown feature (not in the model's schema)")
+        ok = False
+    for name in types.keys() - value.keys():
+        errors.add(row, f"features.{name}", "missing feature (send null for a missing value)")
+        ok = False
+    if not ok:
+        return None
+    clean: dict[str, Any] = {}
+    for name, kind in types.items():
+        item = value[name]
+        if item is None:
+            clean[name] = None
+        elif kind == "numerical":
+            if not is_number(item):
+                errors.add(row, f"features.{name}", f"numerical feature got {type(item).__name__}")
+                ok = False
+                continue
+            clean[name] = item if math.isfinite(item) else None
+        elif isinstance(item, str):
+            if len(item) > MAX_CATEGORY_CHARS:
+                errors.add(row, f"features.{name}", f"at most {MAX_CATEGORY_CHARS} characters")
+                ok = False
+                continue
+            clean[name] = item
+        elif isinstance(item, int) and not isinstance(item, bool):
+            clean[name] = str(item)
+        elif isinstance(item, bool):
+            clean[name] = "true" if item else "false"
+        else:
+            errors.add(row, f"features.{name}", f"categorical feature got {type(item).__name__}")
+            ok = False
+    return clean if ok else None
+
+
+def clean_target(
+    value: Any, row: int, errors: Collector, schema: Schema, field: str, lookup: dict[str, Any]
+) -> tuple[bool, Any]:
+    """A prediction or a label: a known class, or a finite number for regression."""
+    if schema.is_classification:
+        if (
+            value is None
+            or isinstance(value, dict | list)
+            or (isinstance(value, float) and math.isnan(value))
+        ):
+            errors.add(row, field, "required: one of the model's classes")
+            return False, None
+        key = str(value).lower() if isinstance(value, bool) else str(value)
+        if key not in lookup:
+            shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+            errors.add(row, field, f"unknown class {shown} (classes: {list(lookup.values())})")
+            return False, None
+        return True, lookup[key]
+    if not is_number(value):
+        errors.add(row, field, "required: a number")
+        return False, None
+    if not math.isfinite(value):
+        errors.add(row, field, "must be finite (NaN and infinity are rejected)")
+        return False, None
+    return True, value
+
+
+def clean_probabilities(
+    value: Any, row: int, errors: Collector, lookup: dict[str, Any]
+) -> tuple[bool, dict[str, float] | None]:
+    if value is None:
+        return True, None
+    if not isinstance(value, dict) or not value:
+        errors.add(row, "probabilities", "must be an object {class: probability}")
+        return False, None
+    total = 0.0
+    for key, p in value.items():
+        if key not in lookup:
+            errors.add(row, f"probabilities.{key}", "unknown class")
+            return False, None
+        if not is_number(p) or not (0.0 <= p <= 1.0):
+            errors.add(row, f"probabilities.{key}", "must be a number in [0, 1]")
+            return False, None
+        total += p
+    complete = len(value) == len(lookup)
+    if total > 1 + PROBABILITY_SUM_TOLERANCE or (complete and total < 1 - PROBABILITY_SUM_TOLERANCE):
+        errors.add(row, "probabilities", f"must sum to 1 (got {total:.6g})")
+        return False, None
+    return True, {str(k): float(p) for k, p in value.items()}
+
+
+def model_schema(model: RegisteredModel) -> Schema:
+    return Schema(task=model.task, feature_types=model.feature_types, classes=list(model.classes))
