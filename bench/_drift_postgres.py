@@ -70,9 +70,10 @@ def bench_postgres_check(make_frame: Any, columns: dict[str, str], n_current: in
     django_on(bench_database_url())
     from django.db import connection
 
-    from monitoring.checks import check_compute, policy_for, quality_check_run, range_window
+    from monitoring.checks import check_compute, quality_check_run
     from monitoring.reference import reference_state
-    from monitoring.window import window_load
+    from monitoring.selectors import policy_for
+    from monitoring.window import range_window, window_load
 
     model, start, end = _setup(make_frame, columns, n_current)
     policy = policy_for(model)

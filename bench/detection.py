@@ -266,9 +266,10 @@ def beat_tick(model_id: int, at: int) -> Tick:
     """One simulated beat: run the check it would dispatch (a failure fails the bench), then read
     the check and the alerts."""
     from monitoring.alerts import LIVE
-    from monitoring.checks import quality_check_run, scheduled_window
+    from monitoring.checks import quality_check_run
     from monitoring.models import Alert, MonitoringPolicy, QualityCheck
     from monitoring.scheduling import window_end_for
+    from monitoring.window import scheduled_window
 
     policy = MonitoringPolicy.objects.get(model_id=model_id)
     quality_check_run(model_id=model_id, window=scheduled_window(policy, window_end_for(policy, stamp(at))))

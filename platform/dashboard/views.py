@@ -22,6 +22,8 @@ from monitoring import alerts as alert_services
 from monitoring import checks as check_services
 from monitoring import reports
 from monitoring.models import AlertState
+from monitoring.selectors import policy_for
+from monitoring.window import scheduled_window
 from registry.selectors import model_get
 
 logger = logging.getLogger(__name__)
@@ -72,7 +74,7 @@ def model_page(request: HttpRequest, name: str) -> HttpResponse:
 @staff_required
 def model_check_run(request: HttpRequest, name: str) -> HttpResponse:
     model = model_get(name=name)
-    window = check_services.scheduled_window(check_services.policy_for(model), timezone.now())
+    window = scheduled_window(policy_for(model), timezone.now())
     try:
         check = check_services.quality_check_run(model_id=model.pk, window=window)
     except Exception as exc:  # the service stored the failure on the row; show it, don't 500

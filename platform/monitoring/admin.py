@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from core.audit import audit_record
 from monitoring.alerts import alert_acknowledge, alert_resolve
-from monitoring.checks import quality_check_run, scheduled_window
+from monitoring.checks import quality_check_run
 from monitoring.models import (
     Alert,
     GroundTruth,
@@ -18,6 +18,7 @@ from monitoring.models import (
     QualityCheck,
 )
 from monitoring.reports import check_report_request
+from monitoring.window import scheduled_window
 
 SECRET_FIELDS = frozenset({"webhook_secret", "clear_webhook_secret"})
 

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from core.enqueue import enqueue
 from monitoring.models import Alert, AlertKind, AlertState, CheckState, Notification, QualityCheck, Severity
+from monitoring.selectors import policy_for
 from workers import queues
 
 if TYPE_CHECKING:
@@ -141,8 +142,6 @@ def alert_resolve(*, alert: Alert, check: QualityCheck | None = None) -> bool:
         state=AlertState.RESOLVED, resolved_at=timezone.now(), last_check=check, resolved_by_check=check
     )
     if updated:
-        from monitoring.checks import policy_for
-
         notifications_create(alert=alert, policy=policy_for(alert.model), event="resolved")
     return bool(updated)
 

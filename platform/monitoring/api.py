@@ -15,18 +15,12 @@ from core.audit import audit_record, request_actor
 from core.errors import FieldError, InvalidInput
 from monitoring import services
 from monitoring.alerts import alert_to_dict
-from monitoring.checks import (
-    WindowSpec,
-    check_labels_refresh,
-    check_to_dict,
-    policy_for,
-    quality_check_run,
-    range_window,
-    scheduled_window,
-)
+from monitoring.checks import check_labels_refresh, check_to_dict, quality_check_run
 from monitoring.models import Alert, AlertState, CheckState, QualityCheck
 from monitoring.policy import policy_to_dict, policy_update
+from monitoring.selectors import policy_for
 from monitoring.validation import offset_problem
+from monitoring.window import WindowSpec, range_window, scheduled_window
 from registry.models import RegisteredModel
 from registry.selectors import model_get
 

@@ -5,7 +5,6 @@ compare-and-set; a finished check is never recomputed by the scheduler.
 """
 
 import logging
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -16,10 +15,17 @@ from django.db.models import F
 from django.utils import timezone
 
 from monitoring.alerts import alerts_evaluate
-from monitoring.models import CheckState, MonitoringPolicy, QualityCheck, WindowKind
-from monitoring.policy import default_metric
+from monitoring.models import CheckState, MonitoringPolicy, QualityCheck
 from monitoring.reference import ReferenceState, drift_columns, reference_state
-from monitoring.window import Window, probability_matrix, window_label_count, window_load
+from monitoring.selectors import policy_for
+from monitoring.window import (
+    Window,
+    WindowSpec,
+    parse_window_spec,
+    probability_matrix,
+    window_label_count,
+    window_load,
+)
 from registry.models import ModelVersion, RegisteredModel, VersionStatus
 from registry.reference import LABEL, PREDICTION
 from workers.drift import data_drift
@@ -32,43 +38,6 @@ logger = logging.getLogger(__name__)
 # A check still "running" after this long was killed (a hard kill skips `finally`).
 STALE_AFTER = timedelta(minutes=15)
 MAX_ATTEMPTS = 3
-
-
-@dataclass(frozen=True)
-class WindowSpec:
-    spec: str
-    start: datetime | None
-    end: datetime
-    last_n: int | None = None
-
-
-def policy_for(model: RegisteredModel) -> MonitoringPolicy:
-    """The model's policy, created on first use with the metric that fits its task."""
-    policy, _ = MonitoringPolicy.objects.get_or_create(
-        model=model, defaults={"metric": default_metric(model.task)}
-    )
-    return policy
-
-
-def scheduled_window(policy: MonitoringPolicy, end: datetime) -> WindowSpec:
-    if policy.window_kind == WindowKind.SAMPLES:
-        return WindowSpec(f"{policy.window_size}samples", None, end, policy.window_size)
-    return WindowSpec(f"{policy.window_size}h", end - timedelta(hours=policy.window_size), end)
-
-
-def range_window(start: datetime, end: datetime) -> WindowSpec:
-    return WindowSpec(f"range:{start.isoformat()}", start, end)
-
-
-def parse_window_spec(spec: str, end: datetime) -> WindowSpec:
-    """The inverse of WindowSpec.spec: "24h", "1000samples" or "range:<iso start>"."""
-    if spec.startswith("range:"):
-        return range_window(datetime.fromisoformat(spec.removeprefix("range:")), end)
-    if spec.endswith("samples"):
-        return WindowSpec(spec, None, end, int(spec.removesuffix("samples")))
-    if spec.endswith("h"):
-        return WindowSpec(spec, end - timedelta(hours=int(spec.removesuffix("h"))), end)
-    raise ValueError(f"unknown window spec {spec!r}")
 
 
 def _claim(model: RegisteredModel, window: WindowSpec) -> QualityCheck | None:

@@ -16,6 +16,7 @@ from django.utils import timezone
 from core.enqueue import enqueue
 from monitoring.alerts import alert_to_dict
 from monitoring.models import Notification, NotificationState
+from monitoring.selectors import policy_for
 from workers import queues
 
 MAX_ATTEMPTS = 6  # the first try and the task's 5 retries
@@ -84,8 +85,6 @@ def notification_deliver(*, notification_id: int) -> str:
         if notification.channel == "email":
             _send_email(notification)
         else:
-            from monitoring.checks import policy_for
-
             _send_webhook(notification, policy_for(notification.alert.model).webhook_secret)
     except Exception as exc:
         Notification.objects.filter(pk=notification_id).update(

@@ -7,8 +7,10 @@ from django.db.models import Q
 from django.utils import timezone
 
 from core.enqueue import enqueue
-from monitoring.checks import MAX_ATTEMPTS, STALE_AFTER, policy_for, scheduled_window
+from monitoring.checks import MAX_ATTEMPTS, STALE_AFTER
 from monitoring.models import CheckState, MonitoringPolicy, QualityCheck
+from monitoring.selectors import policy_for
+from monitoring.window import scheduled_window
 from registry.models import RegisteredModel
 from workers import queues
 

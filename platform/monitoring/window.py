@@ -6,13 +6,14 @@ Feature values, predictions, probabilities and labels are extracted from JSON in
 
 import io
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from django.db import connection
 
+from monitoring.models import MonitoringPolicy, WindowKind
 from registry.models import RegisteredModel
 from registry.reference import LABEL, PREDICTION, PROBA_PREFIX, WINDOW_COLUMNS
 
@@ -164,3 +165,32 @@ def probability_matrix(frame: pd.DataFrame, classes: list[Any]) -> np.ndarray | 
         return None  # e.g. a reference uploaded without probabilities (they are optional)
     matrix = frame[[PROBA_PREFIX + str(c) for c in classes]].to_numpy(dtype="float64")
     return None if np.isnan(matrix).any() else matrix
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    spec: str
+    start: datetime | None
+    end: datetime
+    last_n: int | None = None
+
+
+def scheduled_window(policy: MonitoringPolicy, end: datetime) -> WindowSpec:
+    if policy.window_kind == WindowKind.SAMPLES:
+        return WindowSpec(f"{policy.window_size}samples", None, end, policy.window_size)
+    return WindowSpec(f"{policy.window_size}h", end - timedelta(hours=policy.window_size), end)
+
+
+def range_window(start: datetime, end: datetime) -> WindowSpec:
+    return WindowSpec(f"range:{start.isoformat()}", start, end)
+
+
+def parse_window_spec(spec: str, end: datetime) -> WindowSpec:
+    """The inverse of WindowSpec.spec: "24h", "1000samples" or "range:<iso start>"."""
+    if spec.startswith("range:"):
+        return range_window(datetime.fromisoformat(spec.removeprefix("range:")), end)
+    if spec.endswith("samples"):
+        return WindowSpec(spec, None, end, int(spec.removesuffix("samples")))
+    if spec.endswith("h"):
+        return WindowSpec(spec, end - timedelta(hours=int(spec.removesuffix("h"))), end)
+    raise ValueError(f"unknown window spec {spec!r}")

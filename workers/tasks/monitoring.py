@@ -8,10 +8,11 @@ import logging
 from datetime import datetime
 from typing import Any
 
-from monitoring.checks import checks_labels_refresh, parse_window_spec, quality_check_run
+from monitoring.checks import checks_labels_refresh, quality_check_run
 from monitoring.notify import TransientDeliveryError, notification_deliver, notifications_reap_stuck
 from monitoring.reports import check_report_render
 from monitoring.scheduling import checks_dispatch_due, checks_reap_stuck
+from monitoring.window import parse_window_spec
 from workers import queues
 from workers.celery_app import app
 

@@ -8,9 +8,10 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 
-from monitoring.checks import quality_check_run, scheduled_window
+from monitoring.checks import quality_check_run
 from monitoring.models import Alert, MonitoringPolicy, QualityCheck
 from monitoring.reports import check_report_render
+from monitoring.window import scheduled_window
 from registry.models import RegisteredModel
 from registry.services import model_register
 from tests.platform.monitoring.factories import monitored_model, rows, send

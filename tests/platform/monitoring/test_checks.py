@@ -3,8 +3,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.utils import timezone
 
-from monitoring.checks import check_to_dict, quality_check_run, range_window, scheduled_window
+from monitoring.checks import check_to_dict, quality_check_run
 from monitoring.models import Alert, CheckState, MonitoringPolicy, QualityCheck
+from monitoring.window import range_window, scheduled_window
 from tests.platform.monitoring.factories import monitored_model, rows, send
 
 T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)

@@ -91,7 +91,8 @@ def test_integer_classes_accept_their_string_form(ingest: APIClient, db: None) -
 def test_label_delay_counts_from_the_label_timestamp_when_sent(
     ingest: APIClient, churn: RegisteredModel
 ) -> None:
-    from monitoring.checks import check_compute, policy_for
+    from monitoring.checks import check_compute
+    from monitoring.selectors import policy_for
     from monitoring.window import window_load
 
     sample = make_sample(0) | {"timestamp": "2025-01-01T00:00:00Z"}

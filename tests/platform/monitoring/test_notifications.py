@@ -93,7 +93,8 @@ def test_email_goes_through_djangos_mail_backend(settings: Any) -> None:
 def test_opening_an_alert_creates_one_notification_per_target(settings: Any) -> None:
     from datetime import UTC, datetime, timedelta
 
-    from monitoring.checks import quality_check_run, scheduled_window
+    from monitoring.checks import quality_check_run
+    from monitoring.window import scheduled_window
     from tests.platform.monitoring.factories import rows, send
 
     settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"

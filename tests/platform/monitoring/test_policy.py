@@ -10,8 +10,8 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from rest_framework.test import APIClient
 
-from monitoring.checks import policy_for
 from monitoring.models import MonitoringPolicy
+from monitoring.selectors import policy_for
 from registry.models import RegisteredModel
 from registry.services import model_register
 from tests.platform.monitoring.factories import monitored_model

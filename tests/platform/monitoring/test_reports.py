@@ -3,9 +3,10 @@ from datetime import UTC, datetime, timedelta
 
 from django.db import connection
 
-from monitoring.checks import quality_check_run, scheduled_window
+from monitoring.checks import quality_check_run
 from monitoring.models import MonitoringPolicy, QualityCheck
 from monitoring.reports import check_report_render, check_report_request
+from monitoring.window import scheduled_window
 from tests.platform.monitoring.factories import monitored_model, rows, send
 
 T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
