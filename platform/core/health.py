@@ -5,6 +5,8 @@ import time
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
 
+from workers.celery_app import app
+
 
 def _check_database() -> dict[str, object]:
     started = time.perf_counter()
@@ -22,8 +24,6 @@ def _check_database() -> dict[str, object]:
 
 
 def _check_broker() -> dict[str, object]:
-    from workers.celery_app import app
-
     started = time.perf_counter()
     try:
         with app.connection_for_write() as conn:

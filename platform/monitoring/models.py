@@ -1,7 +1,9 @@
 """Predictions and their ground truth, joined by (model, sample id) in either arrival order."""
 
+from django.core.exceptions import ValidationError
 from django.db import models
 
+from monitoring.policy import WindowKind, policy_errors
 from registry.models import ModelVersion, RegisteredModel
 
 
@@ -48,11 +50,6 @@ class GroundTruth(models.Model):
         return f"{self.model_id}:{self.sample_id}={self.label}"
 
 
-class WindowKind(models.TextChoices):
-    HOURS = "hours", "last N hours"
-    SAMPLES = "samples", "last N samples"
-
-
 class MonitoringPolicy(models.Model):
     """How and how often a model is checked, and when a check becomes an alert."""
 
@@ -97,10 +94,6 @@ class MonitoringPolicy(models.Model):
         return self.metric not in ("rmse", "mae", "log_loss")
 
     def clean(self) -> None:
-        from django.core.exceptions import ValidationError
-
-        from monitoring.policy import policy_errors
-
         errors = policy_errors(self, self.model.task)
         if errors:
             raise ValidationError({e.field: e.message for e in errors})

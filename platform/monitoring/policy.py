@@ -5,14 +5,24 @@ model's clean() (the admin), so neither can store NaN, a negative tolerance or k
 """
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from django.db import models
 
 from core.errors import FieldError, InvalidInput
-from monitoring.models import MonitoringPolicy, WindowKind
+
+if TYPE_CHECKING:  # the model imports these rules for its clean(): only its type is needed here
+    from monitoring.models import MonitoringPolicy
 
 CLASSIFICATION_METRICS = ("accuracy", "f1_macro")
 REGRESSION_METRICS = ("mae", "rmse", "r2")
 DEFAULT_METRIC = {"classification": "accuracy", "regression": "mae"}
+
+
+class WindowKind(models.TextChoices):
+    HOURS = "hours", "last N hours"
+    SAMPLES = "samples", "last N samples"
+
 
 POLICY_FIELDS = [
     "enabled",
@@ -75,7 +85,7 @@ def _type_error(field: str, value: Any) -> str | None:
     return "unknown policy field"
 
 
-def policy_errors(policy: MonitoringPolicy, task: str) -> list[FieldError]:
+def policy_errors(policy: "MonitoringPolicy", task: str) -> list[FieldError]:
     """What is wrong with a policy's values as they stand (types checked beforehand)."""
     errors = []
 
@@ -99,7 +109,7 @@ def policy_errors(policy: MonitoringPolicy, task: str) -> list[FieldError]:
     return errors
 
 
-def policy_update(*, policy: MonitoringPolicy, changes: Any) -> MonitoringPolicy:
+def policy_update(*, policy: "MonitoringPolicy", changes: Any) -> "MonitoringPolicy":
     """Apply a PATCH: every bad field is a 400 naming it, and nothing is stored unless all pass."""
     if not isinstance(changes, dict):
         raise InvalidInput([FieldError(None, "body", "must be a JSON object")])
@@ -119,5 +129,5 @@ def policy_update(*, policy: MonitoringPolicy, changes: Any) -> MonitoringPolicy
     return policy
 
 
-def policy_to_dict(policy: MonitoringPolicy) -> dict[str, Any]:
+def policy_to_dict(policy: "MonitoringPolicy") -> dict[str, Any]:
     return {f: getattr(policy, f) for f in POLICY_FIELDS}

@@ -5,6 +5,7 @@ from datetime import UTC, datetime, timedelta
 
 from django.db.models import Q
 from django.utils import timezone
+from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
 from core.enqueue import enqueue
 from monitoring.checks import MAX_ATTEMPTS, STALE_AFTER
@@ -72,8 +73,6 @@ def checks_reap_stuck(*, now: datetime | None = None) -> int:
 
 def beat_schedule_ensure() -> None:
     """Create (or repair) the beat rows; editable in the admin afterwards, never duplicated."""
-    from django_celery_beat.models import IntervalSchedule, PeriodicTask
-
     for name, (task, seconds) in BEAT_TASKS.items():
         every, _ = IntervalSchedule.objects.get_or_create(every=seconds, period=IntervalSchedule.SECONDS)
         PeriodicTask.objects.get_or_create(
