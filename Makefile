@@ -21,6 +21,7 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	PYTHONPATH=platform $(VENV)/bin/lint-imports --no-cache   # contracts in .importlinter
 
 migrations-check: $(STAMP)
 	$(PY) manage.py makemigrations --check --dry-run

@@ -8,7 +8,6 @@ import logging
 from datetime import datetime, timedelta
 from typing import Any
 
-import numpy as np
 import pandas as pd
 from django.db import IntegrityError, transaction
 from django.db.models import F
@@ -30,6 +29,7 @@ from registry.models import ModelVersion, RegisteredModel, VersionStatus
 from registry.reference import LABEL, PREDICTION
 from workers.drift import data_drift
 from workers.drift.data_quality import data_quality
+from workers.drift.decisions import Thresholds, decisions_make
 from workers.drift.estimation import estimate_accuracy
 from workers.drift.quality import classification_metrics, label_stats, regression_metrics
 
@@ -133,7 +133,7 @@ def check_compute(
                 pred = data_drift(reference.summary, frame, {PREDICTION: columns[PREDICTION]})
                 out["prediction_drift"] = pred.columns[PREDICTION].to_dict()
     _pair_estimate(out["estimated"], out["metrics"])
-    out["decisions"] = decisions_make(policy=policy, result=out, reference=reference, enough=enough)
+    out["decisions"] = decisions_make(out, thresholds_for(policy, reference), enough=enough)
     return out
 
 
@@ -242,47 +242,17 @@ def _baseline_value(policy: MonitoringPolicy, reference: ReferenceState | None) 
     return float(value) if value is not None else None
 
 
-def decisions_make(
-    *, policy: MonitoringPolicy, result: dict[str, Any], reference: ReferenceState | None, enough: bool
-) -> dict[str, Any]:
-    """True: breach, False: fine, None: not enough data to decide. A broken feed suppresses drift."""
-    baseline = _baseline_value(policy, reference)
-    broken = bool(result["data_quality"].get("broken_feed")) if result["data_quality"] else None
-    value = result["metrics"].get(policy.metric) if result["metrics"] else None
-    decisions: dict[str, Any] = {
-        "baseline": baseline,
-        "metric": policy.metric,
-        "value": value,
-        "tolerance": policy.tolerance,
-        "accuracy_drop": _breach(policy, value, baseline),
-        "estimated_accuracy_drop": None,
-        "data_quality": broken if enough or broken else None,
-        "data_drift": result["drift"].get("dataset_drift") if result["drift"] else None,
-        "prediction_drift": result["prediction_drift"].get("drifted") if result["prediction_drift"] else None,
-        "usable_for_training": bool(enough and broken is False),
-    }
-    if (
-        result["estimated"].get("value") is not None
-        and policy.metric == "accuracy"
-        and reference
-        and reference.baseline.get("accuracy")
-    ):
-        decisions["estimated_accuracy_drop"] = bool(
-            result["estimated"]["value"] < reference.baseline["accuracy"] - policy.tolerance
-        )
-    if broken:
-        # A broken feed is not drift: its "drift" says nothing about the world.
-        decisions["data_drift"] = decisions["prediction_drift"] = None
-        decisions["suppressed"] = "drift decisions suppressed: broken feed"
-    return decisions
-
-
-def _breach(policy: MonitoringPolicy, value: Any, baseline: float | None) -> bool | None:
-    if value is None or baseline is None or not np.isfinite(value):
-        return None
-    if policy.higher_is_better:
-        return bool(value < baseline - policy.tolerance)
-    return bool(value > baseline + policy.tolerance)
+def thresholds_for(policy: MonitoringPolicy, reference: ReferenceState | None) -> Thresholds:
+    """The policy's thresholds, with the baselines the reference supplies."""
+    reference_accuracy = reference.baseline.get("accuracy") if reference else None
+    return Thresholds(
+        metric=policy.metric,
+        tolerance=policy.tolerance,
+        baseline=_baseline_value(policy, reference),
+        estimate_baseline=float(reference_accuracy)
+        if policy.metric == "accuracy" and reference_accuracy
+        else None,
+    )
 
 
 def check_to_dict(check: QualityCheck) -> dict[str, Any]:

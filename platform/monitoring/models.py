@@ -5,6 +5,7 @@ from django.db import models
 
 from monitoring.policy import WindowKind, policy_errors
 from registry.models import ModelVersion, RegisteredModel
+from workers.drift.decisions import higher_is_better
 
 
 class PredictionSample(models.Model):
@@ -91,7 +92,7 @@ class MonitoringPolicy(models.Model):
 
     @property
     def higher_is_better(self) -> bool:
-        return self.metric not in ("rmse", "mae", "log_loss")
+        return higher_is_better(self.metric)
 
     def clean(self) -> None:
         errors = policy_errors(self, self.model.task)

@@ -4,6 +4,7 @@
 - ``summary``: ``summarize_reference`` → ``ReferenceSummary`` (computed once per version);
 - ``quality``: metrics with labels; ``estimation``: label-free accuracy estimate (CBPE);
 - ``data_quality``: missing values, out-of-schema categories, broken feeds;
+- ``decisions``: a check's numbers against the policy's thresholds (breach / fine / undecided);
 - ``evidently_adapter``: the only module importing evidently (HTML report, parity runs).
 """
 
