@@ -9,14 +9,13 @@ from rest_framework.exceptions import ParseError
 from rest_framework.parsers import DataAndFiles
 from rest_framework.parsers import MultiPartParser as DrfMultiPartParser
 
+from core.errors import FieldError, InvalidInput
+
 
 class _StrictDjangoParser(DjangoMultiPartParser):
     def sanitize_file_name(self, file_name: str) -> str | None:
         clean = super().sanitize_file_name(file_name)
         if not clean:  # Django drops the whole file part for "", "." and ".." (after stripping paths)
-            # Imported here: core.errors imports DRF's views, whose settings import this module.
-            from core.errors import FieldError, InvalidInput
-
             shown = file_name.encode("unicode_escape").decode()[:100]
             raise InvalidInput([FieldError(None, "filename", f"{shown!r} is not a usable file name")])
         return clean

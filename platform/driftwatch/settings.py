@@ -5,6 +5,7 @@ neither runs on SQLite and kombu's filesystem broker under var/, so only Python 
 """
 
 import os
+import secrets
 from datetime import timedelta
 from pathlib import Path
 
@@ -53,8 +54,6 @@ def env_list(name: str, default: list[str]) -> list[str]:
 def local_secret_key(path: Path) -> str:
     """A random key kept under var/ (mode 0600) when DJANGO_SECRET_KEY is not set: a fresh
     checkout runs, and no key is shared between installations or published in the code."""
-    import secrets
-
     try:
         return path.read_text().strip()
     except FileNotFoundError:
@@ -259,7 +258,7 @@ REST_FRAMEWORK = {
         "rest_framework.parsers.FormParser",
         "core.parsers.MultiPartParser",
     ],
-    "EXCEPTION_HANDLER": "core.errors.api_exception_handler",
+    "EXCEPTION_HANDLER": "core.exception_handler.api_exception_handler",
     "UNAUTHENTICATED_USER": None,
 }
 # The OpenAPI schema and /api/docs/ need a login or a token unless this is on.

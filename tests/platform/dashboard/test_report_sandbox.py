@@ -6,9 +6,10 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from monitoring.checks import quality_check_run, scheduled_window
+from monitoring.checks import quality_check_run
 from monitoring.models import MonitoringPolicy, QualityCheck
 from monitoring.reports import check_report_render
+from monitoring.window import scheduled_window
 from tests.platform.monitoring.factories import monitored_model, rows, send
 
 T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)

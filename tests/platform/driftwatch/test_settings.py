@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from core.management.commands.run_platform import child_environment, debug_warning
+from demo.management.commands.run_platform import child_environment, debug_warning
 from driftwatch.paths import ROOT
 from driftwatch.settings import local_secret_key
 

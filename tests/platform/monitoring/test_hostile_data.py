@@ -7,8 +7,9 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from monitoring.checks import quality_check_run, scheduled_window
+from monitoring.checks import quality_check_run
 from monitoring.models import CheckState, MonitoringPolicy, PredictionSample
+from monitoring.window import scheduled_window
 from registry.models import RegisteredModel
 from registry.services import reference_upload
 from tests.platform.conftest import FEATURES, make_sample
