@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from torch.utils._pytree import tree_flatten, tree_map_only
 
 from workers.memory.allocator import UNLIMITED, CachingAllocatorSimulator
-from workers.memory.trace import AllocationRecorder, Trace
+from workers.memory.trace import AllocationRecorder, PeakTally, Trace
 
 MIB = 1024 * 1024
 _MATMUL_OPS = {
@@ -215,8 +215,6 @@ def emulation(recorder: AllocationRecorder, target: CudaTarget | None, traced_on
 # -- replay through the caching allocator -------------------------------------------------------
 def simulate(trace: Trace, target: CudaTarget, capacity_bytes: int | None) -> tuple[int, int, dict[str, int]]:
     """Peak allocated, peak reserved and the breakdown at peak allocation, in allocator bytes."""
-    from workers.memory.estimator import PeakTally
-
     sim = CachingAllocatorSimulator(
         capacity=capacity_bytes or UNLIMITED, max_split_size=target.max_split_size
     )

@@ -16,24 +16,12 @@ from workers.memory.checkpointing import apply_activation_checkpointing
 from workers.memory.loop import Batch, LossFn, OptimizerSpec, build_optimizer, run_training
 from workers.memory.trace import (
     AllocationRecorder,
+    PeakTally,
     Trace,
     classify_after_step,
     fake_batch,
     fake_model,
     register_initial_state,
-)
-
-CATEGORIES = (
-    "parameters",
-    "buffers",
-    "inputs",
-    "gradients",
-    "optimizer_state",
-    "activations",
-    "amp_weight_cache",
-    "temporaries",
-    "workspace",
-    "other",
 )
 
 
@@ -201,28 +189,6 @@ def _cpu_accounting(trace: Trace) -> tuple[int, int, dict[str, int]]:
     for event in trace.events:
         tally.add(event.sid, event.nbytes)
     return tally.peak, tally.peak, tally.breakdown()
-
-
-class PeakTally:
-    """Running bytes per category, snapshotting the per-category totals at each new peak."""
-
-    def __init__(self, category: dict[int, str]) -> None:
-        self.category = category
-        self.current = 0
-        self.peak = 0
-        self.totals = dict.fromkeys(CATEGORIES, 0)
-        self._at_peak = dict(self.totals)
-
-    def add(self, sid: int, nbytes: int) -> None:
-        name = self.category.get(sid, "other")
-        self.totals[name] = self.totals.get(name, 0) + nbytes
-        self.current += nbytes
-        if self.current > self.peak:
-            self.peak = self.current
-            self._at_peak = dict(self.totals)
-
-    def breakdown(self) -> dict[str, int]:
-        return dict(self._at_peak)
 
 
 def describe(estimate: MemoryEstimate) -> dict[str, Any]:

@@ -231,3 +231,39 @@ def _mark_host(recorder: AllocationRecorder, tensor: torch.Tensor) -> None:
     sid = recorder.sid_of(tensor)
     if sid is not None:
         recorder.trace.host.add(sid)
+
+
+CATEGORIES = (
+    "parameters",
+    "buffers",
+    "inputs",
+    "gradients",
+    "optimizer_state",
+    "activations",
+    "amp_weight_cache",
+    "temporaries",
+    "workspace",
+    "other",
+)
+
+
+class PeakTally:
+    """Running bytes per category, snapshotting the per-category totals at each new peak."""
+
+    def __init__(self, category: dict[int, str]) -> None:
+        self.category = category
+        self.current = 0
+        self.peak = 0
+        self.totals = dict.fromkeys(CATEGORIES, 0)
+        self._at_peak = dict(self.totals)
+
+    def add(self, sid: int, nbytes: int) -> None:
+        name = self.category.get(sid, "other")
+        self.totals[name] = self.totals.get(name, 0) + nbytes
+        self.current += nbytes
+        if self.current > self.peak:
+            self.peak = self.current
+            self._at_peak = dict(self.totals)
+
+    def breakdown(self) -> dict[str, int]:
+        return dict(self._at_peak)
