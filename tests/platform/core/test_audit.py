@@ -10,8 +10,9 @@ from django.test import Client
 
 from core.audit import audit_record
 from core.models import AuditEvent
-from monitoring.checks import quality_check_run, scheduled_window
+from monitoring.checks import quality_check_run
 from monitoring.models import Alert, AlertState, MonitoringPolicy
+from monitoring.window import scheduled_window
 from registry.models import RegisteredModel
 from tests.platform.monitoring.factories import monitored_model, rows, send
 
