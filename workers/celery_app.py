@@ -18,9 +18,11 @@ from workers import queues  # noqa: E402
 
 # The task modules, imported by every worker at start (after django.setup(), through Celery's
 # Django fixup). The web and beat processes never import them: they send tasks by name.
-app = Celery("driftwatch", include=["workers.tasks.system", "workers.tasks.monitoring"])
+app = Celery(
+    "driftwatch", include=["workers.tasks.system", "workers.tasks.monitoring", "workers.tasks.retraining"]
+)
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.conf.task_default_queue = queues.DEFAULT
-app.conf.task_queues = (Queue(queues.DEFAULT), Queue(queues.CHECKS))
+app.conf.task_queues = (Queue(queues.DEFAULT), Queue(queues.CHECKS), Queue(queues.TRAINING))
 app.conf.task_create_missing_queues = True  # gpu.<host> queues are named per node
 app.conf.task_routes = {name: {"queue": queue} for name, queue in queues.ROUTES.items()}

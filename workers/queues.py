@@ -8,6 +8,9 @@ tests/workers/test_task_names.py pins them.
 # CPU workers: `celery -A workers.celery_app worker -Q default,checks`
 DEFAULT = "default"  # notifications, reports, housekeeping
 CHECKS = "checks"  # scheduled quality/drift checks, one task per model and window
+# Training workers: `celery -A workers.celery_app worker -Q training --concurrency 1 --prefetch-multiplier 1`
+# (one job at a time per worker: the memory plan assumes the device is its own).
+TRAINING = "training"
 
 # Task names (the `name=` of each task in workers/tasks/).
 PLATFORM_INFO = "driftwatch.system.platform_info"
@@ -17,6 +20,10 @@ CHECKS_REFRESH_LABELS = "driftwatch.checks.refresh_labels"
 CHECK_MODEL = "driftwatch.checks.check_model"
 RENDER_REPORT = "driftwatch.checks.render_report"
 DELIVER_NOTIFICATION = "driftwatch.alerts.deliver_notification"
+RETRAIN_RUN = "driftwatch.retraining.run_job"
+RETRAIN_FROM_ALERTS = "driftwatch.retraining.jobs_from_alerts"
+RETRAIN_REAP = "driftwatch.retraining.reap_stale"
+RETRAIN_WEBHOOK = "driftwatch.retraining.deliver_webhook"
 
 # Where each task goes; a task not listed goes to DEFAULT.
 ROUTES: dict[str, str] = {
@@ -24,6 +31,7 @@ ROUTES: dict[str, str] = {
     CHECKS_REAP_STUCK: CHECKS,
     CHECK_MODEL: CHECKS,
     CHECKS_REFRESH_LABELS: CHECKS,
+    RETRAIN_RUN: TRAINING,
 }
 
 

@@ -245,6 +245,16 @@ DRIFTWATCH_MAX_BATCH_ROWS = env_int("DRIFTWATCH_MAX_BATCH_ROWS", 100_000)
 DRIFTWATCH_INGEST_RATE_PER_MINUTE = env_int("DRIFTWATCH_INGEST_RATE_PER_MINUTE", 1200)
 # A reference is the baseline every check loads: 1,000,000 rows is far past what drift needs.
 DRIFTWATCH_MAX_REFERENCE_ROWS = env_int("DRIFTWATCH_MAX_REFERENCE_ROWS", 1_000_000)
+
+# --- retraining ---------------------------------------------------------------------------
+# Retraining: the memory budget a job plans against (0: the worker's free GPU memory or available
+# RAM), a hard cap on the measured peak (0: none; a cgroup-like limit, also how tests force an OOM),
+# the planner's safety margin in percent, and the heartbeat / stale times the reaper uses.
+DRIFTWATCH_RETRAIN_BUDGET_BYTES = env_int("DRIFTWATCH_RETRAIN_BUDGET_BYTES", 0)
+DRIFTWATCH_RETRAIN_MEMORY_CAP_BYTES = env_int("DRIFTWATCH_RETRAIN_MEMORY_CAP_BYTES", 0)
+DRIFTWATCH_RETRAIN_MARGIN = env_int("DRIFTWATCH_RETRAIN_MARGIN_PERCENT", 10) / 100
+DRIFTWATCH_RETRAIN_HEARTBEAT_SECONDS = env_int("DRIFTWATCH_RETRAIN_HEARTBEAT_SECONDS", 5)
+DRIFTWATCH_RETRAIN_STALE_SECONDS = env_int("DRIFTWATCH_RETRAIN_STALE_SECONDS", 120)
 DATA_UPLOAD_MAX_MEMORY_SIZE = DRIFTWATCH_MAX_REQUEST_BYTES
 FILE_UPLOAD_MAX_MEMORY_SIZE = 8 * 1024 * 1024
 

@@ -7,6 +7,7 @@ from core.health import healthz
 api_v1 = [
     path("", include("registry.urls")),
     path("", include("monitoring.urls")),
+    path("", include("retraining.urls")),
 ]
 
 urlpatterns = [

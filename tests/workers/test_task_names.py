@@ -2,7 +2,7 @@
 
 from workers import queues
 from workers.celery_app import app
-from workers.tasks import monitoring, system
+from workers.tasks import monitoring, retraining, system
 
 PINNED = {
     (system, "platform_info"): "driftwatch.system.platform_info",
@@ -12,6 +12,10 @@ PINNED = {
     (monitoring, "refresh_labels"): "driftwatch.checks.refresh_labels",
     (monitoring, "deliver_notification"): "driftwatch.alerts.deliver_notification",
     (monitoring, "render_report"): "driftwatch.checks.render_report",
+    (retraining, "run_retrain_job"): "driftwatch.retraining.run_job",
+    (retraining, "retrain_jobs_from_alerts"): "driftwatch.retraining.jobs_from_alerts",
+    (retraining, "reap_stale_retrain_jobs"): "driftwatch.retraining.reap_stale",
+    (retraining, "deliver_retrain_webhook"): "driftwatch.retraining.deliver_webhook",
 }
 
 
@@ -32,7 +36,7 @@ def test_the_apps_include_registers_every_pinned_task() -> None:
     assert registered == set(PINNED.values())
 
 
-def test_check_tasks_go_to_the_checks_queue_and_the_rest_to_default() -> None:
+def test_check_tasks_go_to_checks_training_to_training_and_the_rest_to_default() -> None:
     router = app.amqp.router
     queue = {name: router.route({}, name)["queue"].name for name in PINNED.values()}
     checks = {n for n, q in queue.items() if q == "checks"}
@@ -42,4 +46,6 @@ def test_check_tasks_go_to_the_checks_queue_and_the_rest_to_default() -> None:
         "driftwatch.checks.check_model",
         "driftwatch.checks.refresh_labels",
     }
-    assert {q for n, q in queue.items() if n not in checks} == {"default"}
+    assert queue["driftwatch.retraining.run_job"] == "training"
+    rest = {q for n, q in queue.items() if n not in checks and n != "driftwatch.retraining.run_job"}
+    assert rest == {"default"}

@@ -1,0 +1,354 @@
+"""Running one job: queued → planned → running → evaluating → succeeded / failed / cancelled.
+
+Each move is a compare-and-set on the job row, so a redelivered or re-queued task that finds the
+job already taken does nothing. Training data = labelled samples of the policy's training window
+(minus windows a check marked unusable), optionally the active reference; the holdout is the
+most recent labelled slice. The engine (``workers.training``) does the torch work.
+"""
+
+import io
+import logging
+import time
+import traceback
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import pandas as pd
+from django.conf import settings
+from django.core.files.base import ContentFile
+from django.db.models import F, Value
+from django.db.models.functions import Concat
+from django.utils import timezone
+
+from monitoring.models import CheckState, QualityCheck
+from monitoring.window import window_load
+from registry.models import ModelVersion, ReferenceDataset, RegisteredModel
+from registry.reference import LABEL, PREDICTION, PROBA_PREFIX, frame_to_parquet
+from registry.services import version_create
+from retraining.models import JobState, RetrainJob, RetrainPolicy
+from retraining.requests import retrain_policy_for
+from workers.training import engine
+from workers.training.artifacts import Predictor, bundle_to_bytes
+from workers.training.data import Split, time_ordered_split
+from workers.training.gate import GateResult, gate
+from workers.training.recipes import Recipe, builtin_recipe, recipe_from_dict
+
+logger = logging.getLogger(__name__)
+
+OOM_REPLAN_FACTOR = 0.5  # a retry after an OOM plans against half the failed plan's estimate
+
+
+class DataError(Exception):
+    """Not enough usable labelled data: the job fails and is not retried."""
+
+
+@dataclass
+class TrainingData:
+    split: Split
+    start: datetime
+    end: datetime
+    logged_predictions: list[Any]  # what the serving champion predicted for the holdout rows
+
+
+def job_log(job_id: int, message: str) -> None:
+    """Append a timestamped line to the job's log (one UPDATE, no read-modify-write race)."""
+    line = f"{timezone.now():%Y-%m-%d %H:%M:%S} {message}\n"
+    RetrainJob.objects.filter(pk=job_id).update(log=Concat(F("log"), Value(line)))
+    logger.info("retrain job %s: %s", job_id, message)
+
+
+def _move(job: RetrainJob, old: str, new: str, **fields: Any) -> bool:
+    now = timezone.now()
+    moved = RetrainJob.objects.filter(pk=job.pk, state=old).update(state=new, heartbeat_at=now, **fields)
+    if moved:
+        job.state = new
+        job_log(job.pk, f"{old} → {new}")
+    return bool(moved)
+
+
+def job_run(*, job_id: int) -> str:
+    """The task's one service call. Returns the job's state afterwards."""
+    job = RetrainJob.objects.select_related("model", "champion").filter(pk=job_id).first()
+    if job is None:
+        logger.warning("retrain job %s does not exist", job_id)
+        return "missing"
+    if not _move(
+        job, JobState.QUEUED, JobState.PLANNED, attempts=F("attempts") + 1, started_at=timezone.now()
+    ):
+        logger.info("retrain job %s is %s: another worker got there first", job_id, job.state)
+        return job.state
+    try:
+        _run(job)
+    except engine.TrainingCancelled as exc:
+        _finish(job, JobState.CANCELLED, str(exc))
+    except Exception as exc:
+        job_log(job.pk, "failed:\n" + traceback.format_exc())
+        _finish(job, JobState.FAILED, f"{type(exc).__name__}: {exc}")
+    job.refresh_from_db()
+    return job.state
+
+
+def _finish(job: RetrainJob, state: str, error: str = "") -> None:
+    RetrainJob.objects.filter(
+        pk=job.pk, state__in=[JobState.PLANNED, JobState.RUNNING, JobState.EVALUATING]
+    ).update(state=state, error=error[:5000], finished_at=timezone.now())
+    job_log(job.pk, f"→ {state}" + (f": {error}" if error else ""))
+
+
+def _run(job: RetrainJob) -> None:
+    policy = retrain_policy_for(job.model)
+    data = training_data(job.model, policy, now=timezone.now())
+    champion = _champion_predictor(job.champion)
+    recipe = _recipe(job.model, job.champion, champion)
+    schema = engine.make_schema(job.model.task, job.model.feature_types, list(job.model.classes))
+    RetrainJob.objects.filter(pk=job.pk).update(
+        data_start=data.start,
+        data_end=data.end,
+        training_samples=len(data.split.train),
+        holdout_samples=len(data.split.holdout),
+    )
+    job_log(job.pk, f"data: {len(data.split.train)} training rows, {len(data.split.holdout)} holdout rows")
+    prepared = engine.prepare(recipe, schema, data.split.train, data.split.train_labels)
+    plan = _plan(job, recipe, prepared, _budget(_device()))
+    if not _move(job, JobState.PLANNED, JobState.RUNNING):
+        raise engine.TrainingCancelled("the job left 'planned' (cancelled or reaped)")
+    result = _train(job, recipe, schema, data.split, prepared, plan)
+    if not _move(job, JobState.RUNNING, JobState.EVALUATING):
+        raise engine.TrainingCancelled("the job left 'running' (cancelled or reaped)")
+    version, verdict = _evaluate(job, policy, data, result, champion)
+    RetrainJob.objects.filter(pk=job.pk, state=JobState.EVALUATING).update(
+        state=JobState.SUCCEEDED, finished_at=timezone.now(), result_version=version, gate=verdict.to_dict()
+    )
+    job_log(
+        job.pk,
+        f"challenger v{version.version}: gate {'passed' if verdict.passed else 'failed'}: {verdict.reason}",
+    )
+    from retraining.promotion import job_decide
+
+    job_decide(job=RetrainJob.objects.get(pk=job.pk), policy=policy, verdict=verdict)
+
+
+def training_data(model: RegisteredModel, policy: RetrainPolicy, *, now: datetime) -> TrainingData:
+    start = now - timedelta(hours=policy.training_window_hours)
+    frame = window_load(model=model, start=start, end=now).frame
+    frame = frame[frame[LABEL].notna()]
+    frame = _drop_unusable_windows(model, frame, start)
+    frame = frame.sort_values("timestamp", kind="stable").tail(policy.max_training_samples)
+    if policy.include_reference:
+        frame = pd.concat([_reference_rows(model, frame), frame], ignore_index=True)
+    if len(frame) < policy.min_training_samples:
+        raise DataError(
+            f"{len(frame)} usable labelled samples; the policy needs {policy.min_training_samples}"
+        )
+    frame = frame.reset_index(drop=True)
+    split = time_ordered_split(
+        frame, frame[LABEL].tolist(), time_column="timestamp", holdout_fraction=policy.holdout_fraction
+    )
+    return TrainingData(
+        split=split,
+        start=frame["timestamp"].min().to_pydatetime(),
+        end=frame["timestamp"].max().to_pydatetime(),
+        logged_predictions=split.holdout[PREDICTION].tolist(),
+    )
+
+
+def _drop_unusable_windows(model: RegisteredModel, frame: pd.DataFrame, start: datetime) -> pd.DataFrame:
+    """Rows inside a window whose check said ``usable_for_training: false`` (a broken feed)."""
+    checks = QualityCheck.objects.filter(model=model, state=CheckState.DONE, window_end__gt=start)
+    keep = pd.Series(True, index=frame.index)
+    for check in checks.only("window_start", "window_end", "decisions"):
+        if (check.decisions or {}).get("usable_for_training", True) is False:
+            inside = (frame["timestamp"] >= check.window_start) & (frame["timestamp"] < check.window_end)
+            keep &= ~inside
+    return frame[keep]
+
+
+def _reference_rows(model: RegisteredModel, frame: pd.DataFrame) -> pd.DataFrame:
+    reference = ReferenceDataset.objects.filter(model=model, is_active=True).first()
+    if reference is None:
+        return frame.iloc[:0]
+    with reference.file.open("rb") as handle:
+        rows = pd.read_parquet(handle)
+    # Older than every logged sample: the reference never reaches the (newest) holdout.
+    oldest = frame["timestamp"].min() if len(frame) else pd.Timestamp.now(tz="UTC")
+    rows["timestamp"] = oldest - pd.Timedelta(seconds=1)
+    return rows
+
+
+def _champion_predictor(champion: ModelVersion | None) -> Predictor | None:
+    if champion is None or not champion.artifact:
+        return None
+    try:
+        with champion.artifact.open("rb") as handle:
+            return Predictor.from_bytes(handle.read(), recipe=champion.config.get("recipe"))
+    except Exception:  # an opaque upload: the gate falls back to the champion's logged predictions
+        logger.warning("champion v%s does not load as a recipe model", champion.version, exc_info=True)
+        return None
+
+
+def _recipe(model: RegisteredModel, champion: ModelVersion | None, loaded: Predictor | None) -> Recipe:
+    if loaded is not None:
+        return loaded.bundle.recipe
+    if champion is not None and champion.config.get("recipe"):
+        return recipe_from_dict(champion.config["recipe"], task=model.task)
+    return builtin_recipe(model.task)
+
+
+def _device() -> str:
+    import torch  # lazy: the worker process imports torch only when it trains
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _budget(device: str) -> int:
+    from workers.training.measure import available_memory_bytes
+
+    configured = getattr(settings, "DRIFTWATCH_RETRAIN_BUDGET_BYTES", None)
+    return int(configured) if configured else available_memory_bytes(device)
+
+
+def _plan(job: RetrainJob, recipe: Recipe, prepared: engine.Prepared, budget: int) -> engine.TrainingPlan:
+    margin = float(getattr(settings, "DRIFTWATCH_RETRAIN_MARGIN", 0.10))
+    plan = engine.plan_training(recipe, prepared, budget_bytes=budget, device=_device(), margin=margin)
+    RetrainJob.objects.filter(pk=job.pk).update(
+        plan=plan.to_dict(), estimated_peak_bytes=plan.estimated_bytes
+    )
+    job_log(
+        job.pk,
+        f"plan: batch {plan.batch_size} × {plan.accumulation_steps} ({plan.precision}, checkpointing "
+        f"{plan.checkpointing}) on {plan.device}, estimated peak {plan.estimated_bytes} bytes of {budget}",
+    )
+    return plan
+
+
+def _train(
+    job: RetrainJob,
+    recipe: Recipe,
+    schema: dict[str, Any],
+    split: Split,
+    prepared: engine.Prepared,
+    plan: engine.TrainingPlan,
+) -> engine.TrainingResult:
+    """Train; an OOM is recorded with its plan, re-planned smaller and retried once."""
+    cap = getattr(settings, "DRIFTWATCH_RETRAIN_MEMORY_CAP_BYTES", None)
+    watch = _Watch(job.pk)
+    for attempt in range(2):
+        try:
+            result = engine.train(
+                recipe, prepared, plan, should_cancel=watch.should_cancel, on_progress=watch.progress,
+                memory_cap_bytes=int(cap) if cap else None,
+            )  # fmt: skip
+            break
+        except engine.TrainingOutOfMemory as exc:
+            _record_oom(job, exc)
+            if attempt == 1:
+                raise
+            prepared = engine.prepare(recipe, schema, split.train, split.train_labels)
+            plan = _plan(job, recipe, prepared, int((exc.plan.estimated_bytes or 0) * OOM_REPLAN_FACTOR))
+    RetrainJob.objects.filter(pk=job.pk).update(
+        measured_peak_bytes=result.measured_peak_bytes,
+        wall_seconds=result.wall_seconds,
+        cpu_seconds=result.cpu_seconds,
+        gpu_seconds=result.gpu_seconds,
+        energy_joules=result.energy_joules,
+    )
+    job_log(
+        job.pk,
+        f"trained {result.epochs_run} epochs ({result.steps} steps, best epoch {result.best_epoch}) in "
+        f"{result.wall_seconds:.1f} s; measured peak {result.measured_peak_bytes} bytes",
+    )
+    return result
+
+
+def _record_oom(job: RetrainJob, exc: engine.TrainingOutOfMemory) -> None:
+    event = {"plan": exc.plan.to_dict(), "detail": exc.detail, "measured_bytes": exc.measured_bytes}
+    current = RetrainJob.objects.get(pk=job.pk).oom_events
+    RetrainJob.objects.filter(pk=job.pk).update(oom_events=[*current, event])
+    job_log(job.pk, f"out of memory: {exc}")
+
+
+class _Watch:
+    """Heartbeat, cancellation and progress, written at most every HEARTBEAT seconds."""
+
+    def __init__(self, job_id: int) -> None:
+        self.job_id = job_id
+        self.every = float(getattr(settings, "DRIFTWATCH_RETRAIN_HEARTBEAT_SECONDS", 5))
+        self.last = 0.0
+
+    def should_cancel(self) -> bool:
+        if time.monotonic() - self.last < self.every:
+            return False
+        self.last = time.monotonic()
+        RetrainJob.objects.filter(pk=self.job_id).update(heartbeat_at=timezone.now())
+        return bool(RetrainJob.objects.filter(pk=self.job_id, cancel_requested=True).exists())
+
+    def progress(self, p: engine.Progress) -> None:
+        RetrainJob.objects.filter(pk=self.job_id).update(
+            heartbeat_at=timezone.now(),
+            progress={"epoch": p.epoch, "step": p.step, "loss": p.loss, "val_loss": p.val_loss},
+        )
+
+
+def _evaluate(
+    job: RetrainJob,
+    policy: RetrainPolicy,
+    data: TrainingData,
+    result: engine.TrainingResult,
+    champion: Predictor | None,
+) -> tuple[ModelVersion, GateResult]:
+    holdout, labels = data.split.holdout, data.split.holdout_labels
+    challenger = Predictor(result.bundle)
+    predictions, proba = challenger.predict(holdout)
+    champion_predictions: list[Any] | None = (
+        champion.predict(holdout)[0] if champion is not None else data.logged_predictions
+    )
+    if champion is None and any(p is None or p != p for p in data.logged_predictions):
+        champion_predictions = None  # neither a loadable champion nor its logged predictions
+    verdict = gate(
+        task=job.model.task,
+        labels=labels,
+        challenger=predictions,
+        champion=champion_predictions,
+        min_improvement=policy.min_improvement,
+        alpha=policy.alpha,
+    )
+    version = version_create(
+        model=job.model,
+        artifact=ContentFile(bundle_to_bytes(result.bundle), name="model.safetensors"),
+        metrics={verdict.metric: verdict.challenger, "holdout_samples": len(holdout)},
+        config={
+            "recipe": result.bundle.recipe.to_dict(),
+            "plan": RetrainJob.objects.get(pk=job.pk).plan,
+            "job": job.pk,
+        },
+        parent=job.champion,
+        source=f"retrain job #{job.pk}",
+        training_data_start=data.start,
+        training_data_end=data.end,
+        training_samples=len(data.split.train),
+    )
+    _save_holdout(job, holdout, labels, predictions, proba)
+    return version, verdict
+
+
+def _save_holdout(
+    job: RetrainJob, holdout: pd.DataFrame, labels: list[Any], predictions: list[Any], proba: Any
+) -> None:
+    """The holdout scored by the challenger, in the reference layout: the drift reference if promoted."""
+    features = list(job.model.feature_types)
+    frame = holdout[features].copy()
+    frame[LABEL] = labels
+    frame[PREDICTION] = predictions
+    if proba is not None:
+        for j, cls in enumerate(job.model.classes):
+            frame[PROBA_PREFIX + str(cls)] = proba[:, j]
+    job.holdout.save(
+        "holdout.parquet", ContentFile(frame_to_parquet(frame.reset_index(drop=True))), save=False
+    )
+    RetrainJob.objects.filter(pk=job.pk).update(holdout=job.holdout.name)
+
+
+def holdout_frame(job: RetrainJob) -> pd.DataFrame:
+    with job.holdout.open("rb") as handle:
+        return pd.read_parquet(io.BytesIO(handle.read()))

@@ -1,0 +1,148 @@
+"""After the gate: auto-promote, wait for approval, reject, promote, roll back.
+
+Promotion makes the challenger champion (the old one is retired), and switches the drift
+reference to the challenger's holdout scored by the challenger, so drift, the calibrated
+estimate and the baseline metric describe the model now serving. The previous champion and its
+reference stay on the job for a one-click rollback. Lineage: alert → job → version (parent = the
+previous champion, source = the job) → promotion (decision, decided_by, decided_at).
+"""
+
+import logging
+import uuid
+from typing import Any
+
+from django.core.files.base import ContentFile
+from django.db import transaction
+from django.utils import timezone
+
+from core.errors import Conflict
+from registry.models import ModelVersion, ReferenceDataset, VersionStatus
+from registry.reference import frame_to_parquet
+from registry.services import version_promote
+from retraining.execution import holdout_frame, job_log
+from retraining.models import Decision, JobState, Promotion, RetrainJob, RetrainPolicy
+from retraining.webhooks import webhook_fire
+from workers.training.gate import GateResult
+
+logger = logging.getLogger(__name__)
+
+
+def _audit(action: str, job: RetrainJob, user: Any) -> None:
+    """The audit log (core), when this build has one."""
+    try:
+        from core.audit import audit_record  # type: ignore[import-not-found, unused-ignore]
+    except ImportError:
+        return
+    audit_record(action=action, actor=user, target=job, details={"job": job.pk, "model": job.model.name})
+
+
+def job_decide(*, job: RetrainJob, policy: RetrainPolicy, verdict: GateResult) -> RetrainJob:
+    """Right after evaluation: promote (auto, gate passed), reject (auto, failed) or wait (manual)."""
+    if policy.promotion == Promotion.MANUAL:
+        RetrainJob.objects.filter(pk=job.pk).update(decision=Decision.AWAITING_APPROVAL)
+        job_log(job.pk, "awaiting approval")
+        return job
+    if verdict.passed:
+        return job_promote(job=job, user=None)
+    _reject(job, None, Decision.GATE_FAILED)
+    return job
+
+
+def job_approve(*, job: RetrainJob, user: Any) -> RetrainJob:
+    if job.decision != Decision.AWAITING_APPROVAL:
+        raise Conflict(f"job #{job.pk} is not awaiting approval (decision: {job.decision or 'none'})")
+    return job_promote(job=job, user=user)
+
+
+def job_reject(*, job: RetrainJob, user: Any) -> RetrainJob:
+    if not _reject(job, user, Decision.REJECTED):
+        raise Conflict(f"job #{job.pk} is not awaiting approval (decision: {job.decision or 'none'})")
+    _audit("retrain.reject", job, user)
+    job.refresh_from_db()
+    return job
+
+
+def _reject(job: RetrainJob, user: Any, decision: str) -> bool:
+    with transaction.atomic():
+        moved = RetrainJob.objects.filter(
+            pk=job.pk, state=JobState.SUCCEEDED, decision__in=[Decision.NONE, Decision.AWAITING_APPROVAL]
+        ).update(
+            decision=decision,
+            decided_by=user if getattr(user, "pk", None) else None,
+            decided_at=timezone.now(),
+        )
+        if moved and job.result_version_id:
+            ModelVersion.objects.filter(pk=job.result_version_id, status=VersionStatus.CANDIDATE).update(
+                status=VersionStatus.REJECTED
+            )
+    if moved:
+        job_log(job.pk, f"challenger {decision}")
+    return bool(moved)
+
+
+def job_promote(*, job: RetrainJob, user: Any) -> RetrainJob:
+    """Champion ← the job's challenger; reference ← its holdout scored by it. Claimed by CAS."""
+    with transaction.atomic():
+        claimed = RetrainJob.objects.filter(
+            pk=job.pk, state=JobState.SUCCEEDED, decision__in=[Decision.NONE, Decision.AWAITING_APPROVAL]
+        ).update(
+            decision=Decision.PROMOTED,
+            decided_by=user if getattr(user, "pk", None) else None,
+            decided_at=timezone.now(),
+        )
+        if not claimed:
+            raise Conflict(f"job #{job.pk} cannot be promoted now")
+        job = RetrainJob.objects.select_related("model", "result_version").get(pk=job.pk)
+        if job.result_version is None:
+            raise Conflict(f"job #{job.pk} has no challenger")
+        previous = ReferenceDataset.objects.filter(model=job.model, is_active=True).first()
+        version_promote(version=job.result_version)
+        reference = _reference_from_holdout(job)
+        RetrainJob.objects.filter(pk=job.pk).update(previous_reference=previous, promoted_reference=reference)
+        webhook_fire(job=job, event="champion.promoted")
+    job_log(job.pk, f"promoted v{job.result_version.version} to champion; reference #{reference.pk}")
+    _audit("retrain.promote", job, user)
+    job.refresh_from_db()
+    return job
+
+
+def _reference_from_holdout(job: RetrainJob) -> ReferenceDataset:
+    frame = holdout_frame(job)
+    ReferenceDataset.objects.filter(model=job.model, is_active=True).update(is_active=False)
+    reference = ReferenceDataset(
+        model=job.model,
+        version=job.result_version,
+        rows=len(frame),
+        columns=list(frame.columns),
+        source=f"holdout of retrain job #{job.pk}, scored by v{job.result_version.version if job.result_version else '?'}",
+    )
+    reference.file.save(f"{uuid.uuid4().hex}.parquet", ContentFile(frame_to_parquet(frame)), save=False)
+    reference.save()
+    return reference
+
+
+def job_rollback(*, job: RetrainJob, user: Any) -> RetrainJob:
+    """The previous champion and its reference come back; the challenger is retired."""
+    with transaction.atomic():
+        job = RetrainJob.objects.select_related("model", "champion", "result_version").get(pk=job.pk)
+        current = ModelVersion.objects.filter(model=job.model, status=VersionStatus.CHAMPION).first()
+        if job.decision != Decision.PROMOTED or current is None or current.pk != job.result_version_id:
+            raise Conflict(f"job #{job.pk}'s challenger is not the serving champion: nothing to roll back")
+        if job.champion is None:
+            raise Conflict(f"job #{job.pk} had no previous champion to roll back to")
+        claimed = RetrainJob.objects.filter(pk=job.pk, decision=Decision.PROMOTED).update(
+            decision=Decision.ROLLED_BACK,
+            decided_by=user if getattr(user, "pk", None) else None,
+            decided_at=timezone.now(),
+        )
+        if not claimed:
+            raise Conflict(f"job #{job.pk} was rolled back already")
+        version_promote(version=job.champion)
+        if job.previous_reference_id:
+            ReferenceDataset.objects.filter(model=job.model, is_active=True).update(is_active=False)
+            ReferenceDataset.objects.filter(pk=job.previous_reference_id).update(is_active=True)
+        webhook_fire(job=job, event="champion.rolled_back")
+    job_log(job.pk, f"rolled back to v{job.champion.version}")
+    _audit("retrain.rollback", job, user)
+    job.refresh_from_db()
+    return job

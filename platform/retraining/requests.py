@@ -1,0 +1,113 @@
+"""Asking for a retrain: one live job per model, from an admin, the API or an alert."""
+
+import logging
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from core.enqueue import enqueue
+from core.errors import Conflict
+from monitoring.checks import policy_for
+from monitoring.models import Alert, AlertKind, AlertState
+from registry.models import ModelVersion, RegisteredModel, VersionStatus
+from retraining.models import ACTIVE_STATES, JobState, RetrainJob, RetrainPolicy, Trigger
+from workers import queues
+
+logger = logging.getLogger(__name__)
+
+RETRAIN_ALERT_KINDS = (AlertKind.ACCURACY_DROP, AlertKind.ESTIMATED_ACCURACY_DROP)
+
+
+class JobAlreadyActive(Conflict):
+    def __init__(self, job: RetrainJob) -> None:
+        super().__init__(f"retrain job #{job.pk} of {job.model.name} is already {job.state}")
+        self.job = job
+
+
+def retrain_policy_for(model: RegisteredModel) -> RetrainPolicy:
+    policy, _ = RetrainPolicy.objects.get_or_create(model=model)
+    return policy
+
+
+def active_job(model: RegisteredModel) -> RetrainJob | None:
+    return RetrainJob.objects.filter(model=model, state__in=ACTIVE_STATES).first()
+
+
+def job_request(
+    *, model: RegisteredModel, trigger: str, requested_by: Any = None, alert: Alert | None = None
+) -> RetrainJob:
+    """A queued job, enqueued after commit; JobAlreadyActive (409) when the model has one."""
+    champion = ModelVersion.objects.filter(model=model, status=VersionStatus.CHAMPION).first()
+    try:
+        with transaction.atomic():
+            job = RetrainJob.objects.create(
+                model=model,
+                trigger=trigger,
+                requested_by=requested_by if getattr(requested_by, "pk", None) else None,
+                alert=alert,
+                champion=champion,
+            )
+    except IntegrityError:
+        # The partial unique constraint: another trigger got there first.
+        existing = active_job(model)
+        if existing is None:
+            raise
+        raise JobAlreadyActive(existing) from None
+    job_enqueue(job)
+    logger.info("retrain job %s requested for model %s by %s", job.pk, model.name, trigger)
+    return job
+
+
+def job_enqueue(job: RetrainJob) -> None:
+    enqueue(queues.RETRAIN_RUN, args=[job.pk])
+
+
+def job_cancel(*, job: RetrainJob) -> RetrainJob:
+    """A queued job is cancelled at once; a working one stops at its next step."""
+    now = timezone.now()
+    if RetrainJob.objects.filter(pk=job.pk, state=JobState.QUEUED).update(
+        state=JobState.CANCELLED, finished_at=now, cancel_requested=True
+    ):
+        logger.info("retrain job %s cancelled while queued", job.pk)
+    else:
+        RetrainJob.objects.filter(pk=job.pk, state__in=ACTIVE_STATES).update(cancel_requested=True)
+    job.refresh_from_db()
+    return job
+
+
+def jobs_from_alerts(*, now: datetime | None = None) -> int:
+    """The beat tick: a job for each open accuracy alert whose policy auto-retrains, unless a job
+    is active, the model's retrain cooldown is running, the alert already made one, or the
+    window that raised it is unusable for training."""
+    now = now or timezone.now()
+    created = 0
+    alerts = Alert.objects.filter(kind__in=RETRAIN_ALERT_KINDS).exclude(state=AlertState.RESOLVED)
+    for alert in alerts.select_related("model", "opened_by", "last_check"):
+        if _alert_should_retrain(alert, now):
+            try:
+                job_request(model=alert.model, trigger=Trigger.ALERT, alert=alert)
+                created += 1
+            except JobAlreadyActive:
+                continue
+    return created
+
+
+def _alert_should_retrain(alert: Alert, now: datetime) -> bool:
+    if not policy_for(alert.model).auto_retrain:
+        return False
+    if RetrainJob.objects.filter(alert=alert).exists():
+        return False
+    check = alert.last_check or alert.opened_by
+    if check is None or not (check.decisions or {}).get("usable_for_training", False):
+        return False
+    cooldown = timedelta(minutes=retrain_policy_for(alert.model).cooldown_minutes)
+    recent = RetrainJob.objects.filter(
+        model=alert.model, trigger=Trigger.ALERT, created_at__gt=now - cooldown
+    )
+    return (
+        not recent.exists()
+        and not RetrainJob.objects.filter(Q(model=alert.model) & Q(state__in=ACTIVE_STATES)).exists()
+    )

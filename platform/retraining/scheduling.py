@@ -1,0 +1,61 @@
+"""Beat side of retraining: jobs from alerts, and the reaper for jobs whose worker died."""
+
+import logging
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db.models import Q
+from django.utils import timezone
+
+from retraining.execution import job_log
+from retraining.models import WORKING_STATES, JobState, RetrainJob
+from retraining.requests import job_enqueue, retrain_policy_for
+from workers import queues
+
+logger = logging.getLogger(__name__)
+
+BEAT_TASKS = {
+    "driftwatch: retrain jobs from alerts": (queues.RETRAIN_FROM_ALERTS, 60),
+    "driftwatch: reap stale retrain jobs": (queues.RETRAIN_REAP, 60),
+}
+
+
+def stale_after() -> timedelta:
+    return timedelta(seconds=float(getattr(settings, "DRIFTWATCH_RETRAIN_STALE_SECONDS", 120)))
+
+
+def jobs_reap_stale(*, now: datetime | None = None) -> int:
+    """A working job without a heartbeat for ``stale_after()`` lost its worker (kill -9 skips
+    every ``finally``): back to queued and re-enqueued, up to the policy's attempts, then failed."""
+    now = now or timezone.now()
+    stale = RetrainJob.objects.filter(state__in=WORKING_STATES).filter(
+        Q(heartbeat_at__lt=now - stale_after()) | Q(heartbeat_at__isnull=True)
+    )
+    requeued = 0
+    for job in stale.select_related("model"):
+        limit = retrain_policy_for(job.model).max_attempts
+        claim = RetrainJob.objects.filter(pk=job.pk, state=job.state, heartbeat_at=job.heartbeat_at)
+        if job.attempts >= limit:
+            if claim.update(
+                state=JobState.FAILED, finished_at=now, error=f"worker lost {job.attempts} times"
+            ):
+                job_log(
+                    job.pk, f"no heartbeat since {job.heartbeat_at}; gave up after {job.attempts} attempts"
+                )
+            continue
+        if claim.update(state=JobState.QUEUED, heartbeat_at=now, progress={}):
+            job_log(job.pk, f"no heartbeat since {job.heartbeat_at} in {job.state}: re-queued")
+            job_enqueue(job)
+            requeued += 1
+    return requeued
+
+
+def beat_schedule_ensure() -> None:
+    """Create (or repair) the retraining beat rows; editable in the admin, never duplicated."""
+    from django_celery_beat.models import IntervalSchedule, PeriodicTask
+
+    for name, (task, seconds) in BEAT_TASKS.items():
+        every, _ = IntervalSchedule.objects.get_or_create(every=seconds, period=IntervalSchedule.SECONDS)
+        PeriodicTask.objects.get_or_create(
+            name=name, defaults={"task": task, "interval": every, "expire_seconds": seconds}
+        )

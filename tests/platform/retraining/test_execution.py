@@ -1,0 +1,118 @@
+"""job_run end to end in one process: data → plan → train → gate → decision."""
+
+import pytest
+from django.test import override_settings
+
+from registry.models import ModelVersion, ReferenceDataset
+from retraining.execution import job_run
+from retraining.models import Decision, JobState, Promotion
+from tests.platform.retraining.factories import RECIPE, drifted_model, retrainable_model, run
+
+pytestmark = pytest.mark.django_db
+
+
+def test_job_trains_a_challenger_that_passes_the_gate_and_is_promoted() -> None:
+    model = drifted_model()
+    old = ModelVersion.objects.get(model=model, status="champion")
+    job = run(model)
+    assert job.state == JobState.SUCCEEDED, job.log
+    assert job.decision == Decision.PROMOTED
+    assert job.gate["passed"] and job.gate["challenger"] > job.gate["champion"] + 0.2
+    new = ModelVersion.objects.get(model=model, status="champion")
+    assert new.pk == job.result_version_id and new.parent_id == old.pk
+    assert new.source == f"retrain job #{job.pk}"
+    assert ModelVersion.objects.get(pk=old.pk).status == "retired"
+
+
+def test_job_stores_plan_and_estimated_beside_measured_peak() -> None:
+    job = run(drifted_model())
+    assert job.plan["batch_size"] == RECIPE.max_batch_size and job.plan["device"] == "cpu"
+    assert job.estimated_peak_bytes == job.plan["estimated_bytes"]
+    assert abs(job.measured_peak_bytes - job.estimated_peak_bytes) / job.estimated_peak_bytes < 0.05
+    assert job.wall_seconds > 0 and job.cpu_seconds > 0 and job.progress["epoch"] >= 1
+
+
+def test_holdout_is_the_newest_labelled_slice() -> None:
+    job = run(drifted_model())
+    assert job.holdout_samples == 240 and job.training_samples == 960
+    assert job.data_end > job.data_start
+
+
+def test_promotion_switches_the_reference_to_the_challengers_holdout() -> None:
+    model = drifted_model()
+    before = ReferenceDataset.objects.get(model=model, is_active=True)
+    job = run(model)
+    active = ReferenceDataset.objects.get(model=model, is_active=True)
+    assert active.pk == job.promoted_reference_id != before.pk
+    assert active.version_id == job.result_version_id and active.rows == job.holdout_samples
+    assert job.previous_reference_id == before.pk
+
+
+def test_manual_policy_waits_for_approval() -> None:
+    model = drifted_model(promotion=Promotion.MANUAL)
+    old = ModelVersion.objects.get(model=model, status="champion")
+    job = run(model)
+    assert job.decision == Decision.AWAITING_APPROVAL
+    assert ModelVersion.objects.get(model=model, status="champion").pk == old.pk
+
+
+def test_failed_gate_rejects_the_challenger_and_keeps_the_champion() -> None:
+    model = drifted_model(min_improvement=0.9)
+    old = ModelVersion.objects.get(model=model, status="champion")
+    job = run(model)
+    assert job.decision == Decision.GATE_FAILED and not job.gate["passed"]
+    assert ModelVersion.objects.get(pk=job.result_version_id).status == "rejected"
+    assert ModelVersion.objects.get(model=model, status="champion").pk == old.pk
+
+
+def test_a_raising_recipe_fails_the_job_with_its_traceback_and_leaves_the_champion() -> None:
+    model = drifted_model()
+    old = ModelVersion.objects.get(model=model, status="champion")
+    ModelVersion.objects.filter(pk=old.pk).update(
+        config={
+            "recipe": {**RECIPE.to_dict(), "factory": "tests.platform.retraining.test_execution:raising"}
+        },
+        artifact="",
+    )
+    job = run(model)
+    assert job.state == JobState.FAILED
+    assert "Traceback" in job.log and "ZeroDivisionError" in job.log
+    assert ModelVersion.objects.get(model=model, status="champion").pk == old.pk
+
+
+def raising(schema: dict, hyperparameters: dict) -> object:
+    return 1 / 0
+
+
+def test_too_few_labelled_samples_fail_the_job_without_training() -> None:
+    model = retrainable_model()
+    job = run(model)
+    assert job.state == JobState.FAILED and "usable labelled samples" in job.error
+    assert job.plan == {}
+
+
+def test_an_oom_is_recorded_with_its_plan_and_retried_with_a_smaller_batch() -> None:
+    model = drifted_model()
+    with override_settings(DRIFTWATCH_RETRAIN_MEMORY_CAP_BYTES=60_000):
+        job = run(model)
+    assert job.state == JobState.SUCCEEDED, job.log
+    assert len(job.oom_events) == 1
+    failed = job.oom_events[0]
+    assert failed["plan"]["batch_size"] == RECIPE.max_batch_size and failed["measured_bytes"] > 60_000
+    assert job.plan["batch_size"] < failed["plan"]["batch_size"]
+    assert job.measured_peak_bytes <= 60_000
+
+
+def test_an_oom_after_the_retry_fails_the_job() -> None:
+    model = drifted_model()
+    with override_settings(DRIFTWATCH_RETRAIN_MEMORY_CAP_BYTES=20_000):
+        job = run(model)
+    assert job.state == JobState.FAILED and len(job.oom_events) == 2
+
+
+def test_a_rerun_of_a_claimed_job_does_nothing() -> None:
+    job = run(drifted_model())
+    log = job.log
+    assert job_run(job_id=job.pk) == JobState.SUCCEEDED
+    job.refresh_from_db()
+    assert job.log == log
