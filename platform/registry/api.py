@@ -153,6 +153,7 @@ class VersionListView(ScopedAPIView):
     def post(self, request: Request, name: str) -> Response:
         model = selectors.model_get(name=name)
         fields = _version_fields(request)
+        _check_recipe(model, fields)
         version = services.version_create(model=model, **fields)
         return Response(version.summary(), status=status.HTTP_201_CREATED)
 
@@ -183,6 +184,32 @@ def _version_fields(request: Request) -> dict[str, Any]:
     if artifact is not None:
         fields["artifact"] = ContentFile(artifact.read(), name=artifact.name)
     return fields
+
+
+def _check_recipe(model: RegisteredModel, fields: dict[str, Any]) -> None:
+    """A version naming a recipe must be rebuildable: the recipe validates, its factory imports,
+    and the artifact's weights load into the factory's module (weights-only, never unpickled)."""
+    from workers.training.artifacts import ArtifactError, bundle_from_bytes
+    from workers.training.recipes import RecipeError, load_factory, recipe_from_dict
+
+    config = fields.get("config") or {}
+    if "recipe" not in config:
+        return
+    try:
+        recipe = recipe_from_dict(config["recipe"], task=model.task)
+        load_factory(recipe.factory)
+    except RecipeError as exc:
+        raise InvalidInput([FieldError(None, f"config.{exc.field}", exc.message)]) from None
+    artifact = fields.get("artifact")
+    if artifact is None:
+        raise InvalidInput([FieldError(None, "artifact", "a version with a recipe needs its weights")])
+    try:
+        bundle_from_bytes(artifact.read(), recipe=recipe.to_dict())
+    except (ArtifactError, RecipeError, KeyError, TypeError) as exc:
+        raise InvalidInput([FieldError(None, "artifact", f"weights do not load: {exc}")]) from None
+    finally:
+        artifact.seek(0)
+    config["recipe"] = recipe.to_dict()
 
 
 def _json_field(key: str, value: Any) -> Any:
