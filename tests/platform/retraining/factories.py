@@ -18,7 +18,7 @@ from retraining.models import RetrainJob, RetrainPolicy
 from retraining.requests import job_request
 from workers.training import engine
 from workers.training.artifacts import Predictor, bundle_to_bytes
-from workers.training.recipes import TABULAR_CLASSIFICATION
+from workers.training.recipes import TABULAR_CLASSIFICATION, Recipe
 
 FEATURES = {"x1": "numerical", "x2": "numerical", "segment": "categorical"}
 CLASSES = ["no", "yes"]
@@ -42,8 +42,8 @@ def rows_of(frame: pd.DataFrame) -> list[dict[str, Any]]:
     ]
 
 
-def retrainable_model(name: str = "concept", **policy: Any) -> RegisteredModel:
-    """Registered, with an engine-trained champion (safetensors + recipe) and its reference."""
+def retrainable_model(name: str = "concept", *, recipe: Recipe = RECIPE, **policy: Any) -> RegisteredModel:
+    """Registered, with an engine-trained champion (safetensors + ``recipe``) and its reference."""
     model = model_register(
         data={
             "name": name,
@@ -56,10 +56,11 @@ def retrainable_model(name: str = "concept", **policy: Any) -> RegisteredModel:
     schema = engine.make_schema("classification", FEATURES, CLASSES)
     prepared = engine.prepare(RECIPE, schema, frame.iloc[:1000], labels[:1000])
     result = engine.train(RECIPE, prepared, engine.TrainingPlan(batch_size=128))
+    result.bundle.recipe = recipe  # what a retrain of this champion will use
     version_create(
         model=model,
         artifact=ContentFile(bundle_to_bytes(result.bundle), name="model.safetensors"),
-        config={"recipe": RECIPE.to_dict()},
+        config={"recipe": recipe.to_dict()},
         champion=True,
     )
     predictions, proba = Predictor(result.bundle).predict(frame.iloc[1000:])
@@ -123,9 +124,9 @@ def serve(
     return float(np.mean([p == y for p, y in zip(predictions, labels, strict=True)]))
 
 
-def drifted_model(**policy: object) -> RegisteredModel:
+def drifted_model(*, recipe: Recipe = RECIPE, **policy: object) -> RegisteredModel:
     """Served 300 samples of concept 0, then 900 of concept 1, all labelled."""
-    model = retrainable_model()
+    model = retrainable_model(recipe=recipe)
     t0 = datetime.now(UTC) - timedelta(hours=2)
     serve(model, 300, concept=0, seed=10, start=t0, prefix="old")
     serve(model, 900, concept=1, seed=11, start=t0 + timedelta(minutes=30), prefix="new")
