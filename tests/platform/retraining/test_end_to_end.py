@@ -68,7 +68,8 @@ def worker(transactional_db: None) -> Iterator[object]:
 
 
 @pytest.fixture
-def beat(transactional_db: None) -> Iterator[None]:
+def beat(transactional_db: None) -> Iterator[Callable[[], None]]:
+    """Starts celery beat when called (after the test's first data is in)."""
     from celery.beat import Service
 
     from monitoring.scheduling import beat_schedule_ensure as monitoring_beat
@@ -83,10 +84,10 @@ def beat(transactional_db: None) -> Iterator[None]:
     ).update(interval=every_second)
     service = Service(app, scheduler_cls="django_celery_beat.schedulers:DatabaseScheduler", max_interval=1)
     thread = threading.Thread(target=service.start, daemon=True)
-    thread.start()
-    yield
+    yield thread.start
     service.stop()
-    thread.join(timeout=10)
+    if thread.is_alive():
+        thread.join(timeout=10)
 
 
 def download_champion(model_name: str) -> Predictor:
@@ -102,7 +103,7 @@ def download_champion(model_name: str) -> Predictor:
 
 @pytest.mark.slow
 def test_drift_alert_retrains_promotes_and_accuracy_recovers(
-    worker: object, beat: None, monkeypatch: pytest.MonkeyPatch
+    worker: object, beat: Callable[[], None], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     t0 = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(hours=1)
     clock = Clock(t0 + timedelta(seconds=10))
@@ -110,6 +111,7 @@ def test_drift_alert_retrains_promotes_and_accuracy_recovers(
     model = retrainable_model(check_every_minutes=1, auto_retrain=True)
     RetrainPolicy.objects.filter(model=model).update(max_training_samples=600, cooldown_minutes=0)
     serve(model, 600, concept=0, seed=20, start=t0 - timedelta(minutes=30), prefix="pre")
+    beat()
     before = wait_for(lambda: QualityCheck.objects.filter(model=model, state="done").first())
     assert before.decisions["accuracy_drop"] is False
 
@@ -127,11 +129,16 @@ def test_drift_alert_retrains_promotes_and_accuracy_recovers(
           step=timedelta(milliseconds=50), predictor=predictor)  # fmt: skip
     clock.value = t0 + timedelta(minutes=2, seconds=10)
     after = wait_for(
-        lambda: QualityCheck.objects.filter(model=model, state="done", window_end=t0 + timedelta(minutes=2)).first()
+        lambda: QualityCheck.objects.filter(
+            model=model, state="done", window_end=t0 + timedelta(minutes=2)
+        ).first()
     )
     drifted = QualityCheck.objects.get(model=model, window_end=t0 + timedelta(minutes=1))
     assert drifted.metrics["accuracy"] < before.metrics["accuracy"] - 0.2
-    assert abs(after.metrics["accuracy"] - before.metrics["accuracy"]) <= 0.05, (before.metrics, after.metrics)
+    assert abs(after.metrics["accuracy"] - before.metrics["accuracy"]) <= 0.05, (
+        before.metrics,
+        after.metrics,
+    )
     assert after.version_id == job.result_version_id
 
 
@@ -160,7 +167,11 @@ def test_a_killed_training_worker_is_reaped_and_the_job_completes(
     first = _worker_process(tmp_path / "worker1.log")
     try:
         job = job_request(model=model, trigger="admin")
-        wait_for(lambda: RetrainJob.objects.filter(pk=job.pk, state=JobState.RUNNING, progress__epoch__gte=1).first())
+        wait_for(
+            lambda: RetrainJob.objects.filter(
+                pk=job.pk, state=JobState.RUNNING, progress__epoch__gte=1
+            ).first()
+        )
         first.send_signal(signal.SIGKILL)
         first.wait(timeout=30)
     finally:
@@ -171,7 +182,9 @@ def test_a_killed_training_worker_is_reaped_and_the_job_completes(
     assert jobs_reap_stale(now=timezone.now() + timedelta(minutes=10)) == 1
     second = _worker_process(tmp_path / "worker2.log")
     try:
-        done = wait_for(lambda: RetrainJob.objects.filter(pk=job.pk, state=JobState.SUCCEEDED).first(), timeout=300)
+        done = wait_for(
+            lambda: RetrainJob.objects.filter(pk=job.pk, state=JobState.SUCCEEDED).first(), timeout=300
+        )
     finally:
         second.terminate()
         second.wait(timeout=60)

@@ -114,8 +114,16 @@ class Command(BaseCommand):
             "-n",
             "cpu@%h",
         ]
+        # Training: its own worker, one job at a time (the memory plan assumes the device is its own).
+        trainer = [python, "-m", "celery", "-A", "workers.celery_app", "worker", "-l", "info", "-Q",
+                   queues.TRAINING, "--concurrency", "1", "--prefetch-multiplier", "1", "-n", "train@%h"]  # fmt: skip
         beat = [python, "-m", "celery", "-A", "workers.celery_app", "beat", "-l", "info"]
-        return [("web", self._spawn(web)), ("worker", self._spawn(worker)), ("beat", self._spawn(beat))]
+        return [
+            ("web", self._spawn(web)),
+            ("worker", self._spawn(worker)),
+            ("trainer", self._spawn(trainer)),
+            ("beat", self._spawn(beat)),
+        ]
 
     def _spawn(self, cmd: list[str]) -> subprocess.Popen[bytes]:
         # Own session: the terminal's Ctrl-C reaches only us, and we stop children in order.
