@@ -15,6 +15,7 @@ from django.core.files.base import ContentFile
 from django.db import transaction
 from django.utils import timezone
 
+from core.audit import audit_record
 from core.errors import Conflict
 from registry.models import ModelVersion, ReferenceDataset, VersionStatus
 from registry.reference import frame_to_parquet
@@ -28,12 +29,10 @@ logger = logging.getLogger(__name__)
 
 
 def _audit(action: str, job: RetrainJob, user: Any) -> None:
-    """The audit log (core), when this build has one."""
-    try:
-        from core.audit import audit_record  # type: ignore[import-not-found, unused-ignore]
-    except ImportError:
-        return
-    audit_record(action=action, actor=user, target=job, details={"job": job.pk, "model": job.model.name})
+    """Inside the transaction that makes the change; automatic decisions name the process."""
+    actor = user if getattr(user, "pk", None) else "retraining (policy)"
+    details = {"job": job.pk, "model": job.model.name, "version": job.result_version_id}
+    audit_record(actor=actor, action=action, target=job, details=details)
 
 
 def job_decide(*, job: RetrainJob, policy: RetrainPolicy, verdict: GateResult) -> RetrainJob:
@@ -57,7 +56,6 @@ def job_approve(*, job: RetrainJob, user: Any) -> RetrainJob:
 def job_reject(*, job: RetrainJob, user: Any) -> RetrainJob:
     if not _reject(job, user, Decision.REJECTED):
         raise Conflict(f"job #{job.pk} is not awaiting approval (decision: {job.decision or 'none'})")
-    _audit("retrain.reject", job, user)
     job.refresh_from_db()
     return job
 
@@ -75,6 +73,8 @@ def _reject(job: RetrainJob, user: Any, decision: str) -> bool:
             ModelVersion.objects.filter(pk=job.result_version_id, status=VersionStatus.CANDIDATE).update(
                 status=VersionStatus.REJECTED
             )
+        if moved:
+            _audit(f"retrain.{decision}", job, user)
     if moved:
         job_log(job.pk, f"challenger {decision}")
     return bool(moved)
@@ -100,8 +100,8 @@ def job_promote(*, job: RetrainJob, user: Any) -> RetrainJob:
         reference = _reference_from_holdout(job)
         RetrainJob.objects.filter(pk=job.pk).update(previous_reference=previous, promoted_reference=reference)
         webhook_fire(job=job, event="champion.promoted")
+        _audit("retrain.promote", job, user)
     job_log(job.pk, f"promoted v{job.result_version.version} to champion; reference #{reference.pk}")
-    _audit("retrain.promote", job, user)
     job.refresh_from_db()
     return job
 
@@ -142,7 +142,7 @@ def job_rollback(*, job: RetrainJob, user: Any) -> RetrainJob:
             ReferenceDataset.objects.filter(model=job.model, is_active=True).update(is_active=False)
             ReferenceDataset.objects.filter(pk=job.previous_reference_id).update(is_active=True)
         webhook_fire(job=job, event="champion.rolled_back")
+        _audit("retrain.rollback", job, user)
     job_log(job.pk, f"rolled back to v{job.champion.version}")
-    _audit("retrain.rollback", job, user)
     job.refresh_from_db()
     return job

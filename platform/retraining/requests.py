@@ -8,6 +8,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from core.audit import audit_record
 from core.enqueue import enqueue
 from core.errors import Conflict
 from monitoring.checks import policy_for
@@ -50,6 +51,8 @@ def job_request(
                 alert=alert,
                 champion=champion,
             )
+            actor = requested_by if getattr(requested_by, "pk", None) else f"retraining ({trigger})"
+            audit_record(actor=actor, action="retrain.request", target=job, details={"trigger": trigger})
     except IntegrityError:
         # The partial unique constraint: another trigger got there first.
         existing = active_job(model)

@@ -48,3 +48,18 @@ def test_rollback_twice_is_a_conflict(admin_user) -> None:
     job = job_rollback(job=run(drifted_model()), user=admin_user)
     with pytest.raises(Conflict):
         job_rollback(job=job, user=admin_user)
+
+
+def test_request_approve_and_rollback_are_audited(admin_user) -> None:
+    from core.models import AuditEvent
+
+    job = job_approve(job=run(drifted_model(promotion=Promotion.MANUAL)), user=admin_user)
+    job_rollback(job=job, user=admin_user)
+    events = list(
+        AuditEvent.objects.filter(target_id=str(job.pk)).order_by("pk").values_list("action", "actor_label")
+    )
+    assert events == [
+        ("retrain.request", "retraining (api)"),
+        ("retrain.promote", admin_user.username),
+        ("retrain.rollback", admin_user.username),
+    ]
