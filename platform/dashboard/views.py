@@ -82,6 +82,7 @@ def model_check_run(request: HttpRequest, name: str) -> HttpResponse:
         messages.error(request, f"Check failed: {type(exc).__name__}: {exc}")
         return redirect("dashboard:model", name=model.name)
     if check is not None:
+        audit_record(actor=request.user, action="check.run", target=check)
         messages.success(request, f"Check #{check.pk} over {check.window_spec}: {check.state}.")
     return redirect("dashboard:model", name=model.name)
 
@@ -98,6 +99,7 @@ def check_detail(request: HttpRequest, check_id: int) -> HttpResponse:
 def check_report_request(request: HttpRequest, check_id: int) -> HttpResponse:
     check = selectors.check_get(check_id=check_id)
     reports.check_report_request(check=check)
+    audit_record(actor=request.user, action="report.request", target=check)
     messages.info(request, "Report requested: a worker renders it; reload this page in a few seconds.")
     return redirect("dashboard:check", check_id=check.pk)
 

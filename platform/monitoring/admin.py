@@ -86,6 +86,7 @@ class MonitoringPolicyAdmin(admin.ModelAdmin):
                 model_id=policy.model_id, window=scheduled_window(policy, timezone.now())
             )
             if check is not None:
+                audit_record(actor=request.user, action="check.run", target=check)
                 self.message_user(request, f"{policy.model}: check #{check.pk} {check.state}")
 
 
@@ -118,6 +119,7 @@ class QualityCheckAdmin(admin.ModelAdmin):
     def request_report(self, request: HttpRequest, queryset: QuerySet[QualityCheck]) -> None:
         for check in queryset:
             check_report_request(check=check)
+            audit_record(actor=request.user, action="report.request", target=check)
         self.message_user(request, f"{queryset.count()} report(s) queued", messages.INFO)
 
 

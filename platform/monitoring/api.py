@@ -161,6 +161,7 @@ class ChecksView(ScopedAPIView):
             ran = quality_check_run(model_id=model.pk, window=window)
             assert ran is not None
             check = ran
+            audit_record(actor=request_actor(request), action="check.run", target=check)
         check.refresh_from_db()
         body = check_to_dict(check) | {
             "alerts_opened": [alert_to_dict(a) for a in Alert.objects.filter(opened_by=check)],

@@ -4,12 +4,14 @@ import json
 from typing import Any
 
 from django.core.files.base import ContentFile
+from django.db import transaction
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from core.api import ScopedAPIView, json_body
+from core.audit import audit_record, request_actor
 from core.errors import FieldError, InvalidInput
 from registry import selectors, services
 from registry.models import ModelVersion, RegisteredModel
@@ -56,7 +58,10 @@ class ModelListView(ScopedAPIView):
         responses={201: ModelOut, 400: OpenApiResponse(description="invalid schema")},
     )
     def post(self, request: Request) -> Response:
-        model = services.model_register(data=json_body(request))
+        data = json_body(request)
+        with transaction.atomic():
+            model = services.model_register(data=data)
+            audit_record(actor=request_actor(request), action="model.register", target=model)
         return Response(selectors.model_detail(model=model), status=status.HTTP_201_CREATED)
 
 
@@ -100,7 +105,14 @@ class ReferenceView(ScopedAPIView):
     def post(self, request: Request, name: str) -> Response:
         model = selectors.model_get(name=name)
         rows = _reference_rows(request, model)
-        reference = services.reference_upload(model=model, rows=rows)
+        with transaction.atomic():
+            reference = services.reference_upload(model=model, rows=rows)
+            audit_record(
+                actor=request_actor(request),
+                action="reference.upload",
+                target=model,
+                details={"reference": reference.pk, "rows": reference.rows},
+            )
         warnings = services.reference_warnings(model=model, reference=reference)
         return Response(
             {"id": reference.pk, "rows": reference.rows, "warnings": warnings}, status=status.HTTP_201_CREATED
@@ -154,7 +166,14 @@ class VersionListView(ScopedAPIView):
         model = selectors.model_get(name=name)
         fields = _version_fields(request)
         _check_recipe(model, fields)
-        version = services.version_create(model=model, **fields)
+        with transaction.atomic():
+            version = services.version_create(model=model, **fields)
+            audit_record(
+                actor=request_actor(request),
+                action="version.create",
+                target=model,
+                details={"version": version.version, "status": version.status},
+            )
         return Response(version.summary(), status=status.HTTP_201_CREATED)
 
 

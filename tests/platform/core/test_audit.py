@@ -96,3 +96,34 @@ def test_audit_log_is_visible_and_read_only_in_the_admin(staff: Client, db: None
     assert staff.get(f"/admin/core/auditevent/{event.pk}/change/").status_code == 200
     assert staff.post(f"/admin/core/auditevent/{event.pk}/delete/", {"post": "yes"}).status_code == 403
     assert AuditEvent.objects.filter(pk=event.pk).exists()
+
+
+def test_registry_writes_through_the_api_are_audited_with_the_token(client_for: object) -> None:
+    client = client_for("ingest")  # type: ignore[operator]
+    features = [{"name": "x", "type": "numerical"}]
+    client.post("/api/v1/models", {"name": "reg", "task": "regression", "features": features}, format="json")
+    rows = [{"features": {"x": float(i)}, "label": float(i)} for i in range(20)]
+    client.post("/api/v1/models/reg/reference", {"rows": rows}, format="json")
+    client.post("/api/v1/models/reg/versions", {}, format="json")
+    events = AuditEvent.objects.filter(target_type="registry.registeredmodel").order_by("id")
+    assert list(events.values_list("action", flat=True)) == [
+        "model.register",
+        "reference.upload",
+        "version.create",
+    ]
+    assert all("token dw_" in e.actor_label for e in events)
+    assert events[1].details["rows"] == 20
+
+
+def test_refused_registration_is_not_audited(client_for: object) -> None:
+    client = client_for("ingest")  # type: ignore[operator]
+    assert client.post("/api/v1/models", {"name": "bad name!"}, format="json").status_code == 400
+    assert not AuditEvent.objects.filter(action="model.register").exists()
+
+
+def test_check_run_and_report_request_from_the_dashboard_are_audited(staff: Client, alert: Alert) -> None:
+    staff.post("/models/sea/checks/run")
+    run = AuditEvent.objects.get(action="check.run")
+    assert run.actor_label == "ops" and run.target_type == "monitoring.qualitycheck"
+    staff.post(f"/checks/{run.target_id}/report/request")
+    assert AuditEvent.objects.get(action="report.request").target_id == run.target_id
