@@ -13,6 +13,7 @@ from rest_framework.response import Response
 from core.api import ScopedAPIView, json_body
 from core.audit import audit_record, request_actor
 from core.errors import FieldError, InvalidInput
+from core.text import first_bad_string
 from registry import selectors, services
 from registry.models import ModelVersion, RegisteredModel
 from registry.reference import csv_to_rows
@@ -235,6 +236,10 @@ def _json_field(key: str, value: Any) -> Any:
     if value in (None, ""):
         return None
     try:
-        return json.loads(value)
-    except ValueError:
+        parsed = json.loads(value)
+    except (ValueError, RecursionError):
         raise InvalidInput([FieldError(None, key, "must be JSON")]) from None
+    bad = first_bad_string(parsed)
+    if bad is not None:
+        raise InvalidInput([FieldError(None, f"{key}.{bad.field}", bad.message)])
+    return parsed

@@ -111,3 +111,11 @@ def test_csv_with_a_nul_byte_is_a_400(ingest: APIClient, churn: RegisteredModel)
     response = ingest.generic("POST", "/api/v1/models/churn/reference", csv, content_type="text/csv")
     assert response.status_code == 400
     assert first_error(response)["field"] == "file"
+
+
+def test_nul_in_a_multipart_json_field_is_a_400(ingest: APIClient, churn: RegisteredModel) -> None:
+    response = ingest.post(
+        "/api/v1/models/churn/versions", {"metrics": '{"acc\\u0000": 1}'}, format="multipart"
+    )
+    assert response.status_code == 400
+    assert response.json()["errors"][0]["field"].startswith("metrics.")
