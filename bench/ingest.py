@@ -71,7 +71,8 @@ def setup_django(url: str) -> str:
         data={"name": MODEL + "-copy", "task": "classification", "features": FEATURES, "classes": CLASSES}
     )
     user, _ = get_user_model().objects.get_or_create(username="bench")
-    return api_token_create(user=user, scope="ingest")[1]
+    # No rate limit for this token: the bench measures the server, not the per-token limit.
+    return api_token_create(user=user, scope="ingest", rate_limit_per_minute=0)[1]
 
 
 def start_server(url: str, port: int, workers: int) -> subprocess.Popen[bytes]:

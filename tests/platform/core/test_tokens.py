@@ -107,3 +107,9 @@ def test_the_default_rate_comes_from_the_setting(churn: RegisteredModel, setting
     client, _ = client_with()
     away_from_a_minute_boundary()
     assert [post_one(client, i).status_code for i in range(3)] == [200, 200, 429]
+
+
+def test_a_token_limit_of_zero_turns_the_limit_off(churn: RegisteredModel, settings: Any) -> None:
+    settings.DRIFTWATCH_INGEST_RATE_PER_MINUTE = 1
+    client, _ = client_with(rate_limit_per_minute=0)
+    assert [post_one(client, i).status_code for i in range(3)] == [200, 200, 200]
