@@ -1,9 +1,16 @@
-"""Detection benchmark: how soon the scheduled accuracy check catches an abrupt concept drift, and
-how often it alarms without one, beside river's ADWIN and DDM on the same error stream.
+"""Detection benchmark: how soon the platform's alerts catch a drift, and how often they alarm
+without one, beside river's ADWIN and DDM on the same error stream. Four runs:
 
-    python bench/detection.py                 # 5 seeds (0-4)
+- `window`: the scheduled accuracy check (last 600 samples) on SEA, labels 100 samples late;
+- `labelled`: labels delivered in batches every LABEL_BATCH samples; a "last 800 samples"
+  policy (the smallest that always holds 500 labels) against a "last 500 labelled samples" one;
+- `persistent`: five of nine features drift by DRIFT_SHIFT sd and stay drifted; the data-drift
+  alert with resolve_after 3 against resolve_after 1 (openings and resolutions);
+- `sequential` (when the platform has the detector): see run_sequential.
+
+    python bench/detection.py                 # 5 seeds (0-4), every run
     python bench/detection.py --quick         # 2 seeds
-    python bench/detection.py --seeds 0 1 2 3 4 5 6
+    python bench/detection.py --runs labelled persistent --seeds 0 1 2 3 4 5 6
 
 A logistic regression trained on SEA variant 0 (x0 + x1 > 8, 10% label noise) is frozen; its
 reference is its own predictions on held-out pre-drift data. Its predictions go through the
@@ -16,8 +23,9 @@ A control stream without drift (CONTROL_WINDOWS check windows) counts false alar
 
 Delays are in samples after the drift, on one clock for every detector: our delay ends at the
 window end of the first check that has post-drift labels and leaves an accuracy alert open;
-ADWIN and DDM see each 0/1 error when its label arrives (same delay, same order). An alarm
-whose evidence is pre-drift only is a false alarm.
+ADWIN and DDM see each 0/1 error when its label reaches the platform (with the batch it came
+in, same order), so every detector is timed on the one clock. An alarm whose evidence is
+pre-drift only is a false alarm.
 
 Uses its own database: SQLite in a temporary folder, or `<name>_detection` when DATABASE_URL
 is set (its bench models are replaced). Exit status 0 when the targets are met.
@@ -31,7 +39,8 @@ import sys
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -55,6 +64,7 @@ N_TRAIN, N_REFERENCE = 5000, 5000
 DRIFT_AT = 2000  # samples before the drift
 AFTER_MAX = 3000  # samples after it; not detected by then: no detection
 LABEL_DELAY = 100  # the label of sample i arrives with sample i + LABEL_DELAY
+LABEL_BATCH = 300  # `labelled` run: every LABEL_BATCH samples, the labels of all samples before
 
 # The policy (fixed for every seed). A check every simulated minute = every CHECK_EVERY samples.
 CHECK_EVERY = 100
@@ -71,18 +81,57 @@ POLICY = {
     "tolerance": TOLERANCE,
     "alert_k": 1,
     "alert_n": 1,
-    # Cooldown is measured on the wall clock (alerts._in_cooldown); in simulated time a resolved
-    # alert would silence every later one, so it is off here.
+    "resolve_after": 1,
+    # Cooldown is measured in check time; off here so a resolved alert never hides a later one.
     "cooldown_minutes": 0,
 }
+# `labelled` run: both decide on 500 labels; 800 samples is the smallest sample window that holds
+# 500 labels at every check when labels come in batches of LABEL_BATCH.
+LABELLED_POLICIES = {
+    "samples800": POLICY | {"window_size": 500 + LABEL_BATCH, "min_samples": 500, "min_labels": 500},
+    "labelled500": POLICY
+    | {"window_kind": "labelled", "window_size": 500, "min_samples": 500, "min_labels": 500},
+}
+# `persistent` run: five of nine features shift by DRIFT_SHIFT reference sd and stay shifted, so
+# the drifted share (5/9 = 0.56 against 0.5) dips under the threshold whenever one feature's
+# score dips under its own.
+N_FEATURES, N_DRIFTED, DRIFT_SHIFT = 9, 5, 0.2
+PERSISTENT_BEFORE, PERSISTENT_AFTER = 1000, 2000
+PERSISTENT_POLICIES = {f"resolve-after-{k}": POLICY | {"resolve_after": k} for k in (3, 1)}
 T0 = datetime(2025, 1, 1, tzinfo=UTC)  # simulated time starts here (the API refuses the future)
 TICK = timedelta(microseconds=60_000_000 // CHECK_EVERY)
-ACCURACY_DROP = "accuracy_drop"
+ACCURACY_DROP, DATA_DRIFT = "accuracy_drop", "data_drift"
+
+
+@dataclass(frozen=True)
+class Labels:
+    """When each label reaches the platform, counted in samples predicted so far."""
+
+    delay: int = LABEL_DELAY  # fixed: label i comes once sample i + delay has been predicted
+    batch: int = 0  # batched: every `batch` samples, the labels of all samples before
+
+    def arrival(self, i: int) -> int:
+        return (i // self.batch + 1) * self.batch if self.batch else i + self.delay + 1
+
+    def tick(self, i: int) -> int:
+        """The check tick whose ingestion brings label i (labels are posted with each batch)."""
+        return -(-self.arrival(i) // CHECK_EVERY) * CHECK_EVERY
+
+    def newest(self, at: int) -> int:
+        """The newest sample whose label has arrived once `at` samples were predicted."""
+        if self.batch:
+            return at // self.batch * self.batch - 1
+        return at - self.delay - 1
+
+    def describe(self) -> str:
+        if self.batch:
+            return f"labels in batches every {self.batch} samples (delay 1-{self.batch})"
+        return f"labels {self.delay} samples late"
 
 
 @dataclass(frozen=True)
 class Stream:
-    features: np.ndarray  # n x 3
+    features: np.ndarray  # n x k
     labels: np.ndarray  # n, 0/1
     proba: np.ndarray  # n x 2, the frozen model's probabilities
 
@@ -106,15 +155,14 @@ class Alarms:
     evidence: list[int]
 
 
-@dataclass(frozen=True)
+@dataclass
 class SeedResult:
     seed: int
-    delay: dict[str, float]  # detector -> samples after the drift (inf: not detected)
-    before: dict[str, int]  # detector -> false alarms before the drift
-    control: dict[str, int]  # detector -> false alarms on the control stream
-    control_checks: int  # control checks that reached a decision
-    control_margin: float  # the closest a control check came to alerting (accuracy points)
-    baseline: float  # the reference accuracy the platform derived
+    delay: dict[str, float] = field(default_factory=dict)  # detector -> samples after the drift
+    before: dict[str, int] = field(default_factory=dict)  # detector -> false alarms before the drift
+    control: dict[str, int] = field(default_factory=dict)  # detector -> false alarms, control stream
+    control_checks: int = 0  # control checks that reached a decision (first platform detector)
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 # --- data -------------------------------------------------------------------------------------
@@ -138,17 +186,28 @@ def stream_make(model: Any, parts: list[tuple[int, int, int]]) -> Stream:
     return Stream(features, np.concatenate([y for _, y in chunks]), model.predict_proba(features))
 
 
+def gaussian_stream(seed: int, n: int, shift_from: int | None) -> Stream:
+    """N_FEATURES standard normals; from `shift_from` on, the first N_DRIFTED shift by DRIFT_SHIFT.
+    The model scores x0 + x1 (right 90% of the time); only the inputs matter in this run."""
+    rng = np.random.default_rng(seed)
+    features = rng.normal(0, 1, (n, N_FEATURES))
+    if shift_from is not None:
+        features[shift_from:, :N_DRIFTED] += DRIFT_SHIFT
+    p1 = 1 / (1 + np.exp(-3 * (features[:, 0] + features[:, 1])))
+    truth = (rng.random(n) < np.clip(p1, 0.1, 0.9)).astype(int)
+    return Stream(features, truth, np.column_stack([1 - p1, p1]))
+
+
 # --- river baselines --------------------------------------------------------------------------
 
 
-def river_alarms(errors: np.ndarray, detector: Any) -> Alarms:
-    """Feed errors in label-arrival order. Sample i's label comes with sample i + LABEL_DELAY, so an
-    alarm on it sounds when i + LABEL_DELAY + 1 samples have been predicted (our checks' clock)."""
+def river_alarms(errors: np.ndarray, detector: Any, labels: Labels) -> Alarms:
+    """Feed errors in label-arrival order; an alarm sounds at the tick that brought its label."""
     times, evidence = [], []
-    for i, error in enumerate(errors):
-        detector.update(int(error))
+    for i in sorted(range(len(errors)), key=labels.arrival):
+        detector.update(int(errors[i]))
         if detector.drift_detected:
-            times.append(i + LABEL_DELAY + 1)
+            times.append(labels.tick(i))
             evidence.append(i)
     return Alarms(times, evidence)
 
@@ -213,21 +272,27 @@ def stamp(i: int) -> datetime:
     return T0 + i * TICK
 
 
+def iso(i: int) -> str:
+    return stamp(i).isoformat().replace("+00:00", "Z")
+
+
 def sample_row(stream: Stream, i: int) -> dict[str, Any]:
     p1 = round(float(stream.proba[i, 1]), 6)
     return {
-        "features": {f"x{k}": round(float(stream.features[i, k]), 6) for k in range(3)},
+        "features": {
+            f"x{k}": round(float(stream.features[i, k]), 6) for k in range(stream.features.shape[1])
+        },
         "prediction": int(stream.predictions[i]),
         "probabilities": {"0": round(1 - p1, 6), "1": p1},
     }
 
 
-def model_create(client: Any, name: str, reference: Stream) -> int:
+def model_create(client: Any, name: str, reference: Stream, policy: dict[str, Any]) -> int:
     """Register, post the reference (the model's own pre-drift predictions), set the policy."""
     from registry.models import RegisteredModel
 
     RegisteredModel.objects.filter(name=name).delete()  # a rerun on the same database
-    features = [{"name": f"x{k}", "type": "numerical"} for k in range(3)]
+    features = [{"name": f"x{k}", "type": "numerical"} for k in range(reference.features.shape[1])]
     call(
         client,
         "post",
@@ -236,33 +301,35 @@ def model_create(client: Any, name: str, reference: Stream) -> int:
     )
     rows = [sample_row(reference, i) | {"label": int(reference.labels[i])} for i in range(len(reference))]
     call(client, "post", f"models/{name}/reference", {"rows": rows})
-    call(client, "patch", f"models/{name}/policy", POLICY)
+    call(client, "patch", f"models/{name}/policy", policy)
     return int(RegisteredModel.objects.get(name=name).pk)
 
 
-def ingest(client: Any, name: str, stream: Stream, start: int, end: int) -> None:
-    """Predictions [start, end) and the labels that have arrived by then."""
-    samples = [
-        sample_row(stream, i) | {"id": str(i), "timestamp": stamp(i).isoformat().replace("+00:00", "Z")}
-        for i in range(start, end)
-    ]
+def ingest(client: Any, name: str, stream: Stream, start: int, end: int, labels: Labels) -> None:
+    """Predictions [start, end) and the labels that arrive meanwhile, stamped with their arrival."""
+    samples = [sample_row(stream, i) | {"id": str(i), "timestamp": iso(i)} for i in range(start, end)]
     call(client, "post", f"models/{name}/predictions", {"samples": samples})
-    labelled = range(max(0, start - LABEL_DELAY), max(0, end - LABEL_DELAY))
-    if len(labelled):
-        labels = [{"id": str(i), "label": int(stream.labels[i])} for i in labelled]
-        call(client, "post", f"models/{name}/labels", {"labels": labels})
+    arrived = [i for i in range(end) if start < labels.arrival(i) <= end]
+    if arrived:
+        body = [
+            {"id": str(i), "label": int(stream.labels[i]), "timestamp": iso(labels.arrival(i))}
+            for i in arrived
+        ]
+        call(client, "post", f"models/{name}/labels", {"labels": body})
 
 
 @dataclass(frozen=True)
 class Tick:
     at: int  # samples predicted so far = the window end, in samples
-    breach: bool | None  # the check's accuracy_drop decision
+    newest_label: int  # the newest sample whose label had arrived
+    breach: bool | None  # the check's decision for the watched alert kind
     margin: float | None  # realised accuracy minus the alert threshold (baseline - tolerance)
-    opened: int  # accuracy alerts this check opened
-    live: bool  # an accuracy alert is open after it
+    opened: int  # alerts of the kind this check opened
+    resolved: int  # alerts of the kind this check resolved
+    live: bool  # an alert of the kind is open after it
 
 
-def beat_tick(model_id: int, at: int) -> Tick:
+def beat_tick(model_id: int, at: int, kind: str, labels: Labels) -> Tick:
     """One simulated beat: run the check it would dispatch (a failure fails the bench), then read
     the check and the alerts."""
     from monitoring.alerts import LIVE
@@ -274,12 +341,14 @@ def beat_tick(model_id: int, at: int) -> Tick:
     policy = MonitoringPolicy.objects.get(model_id=model_id)
     quality_check_run(model_id=model_id, window=scheduled_window(policy, window_end_for(policy, stamp(at))))
     check = QualityCheck.objects.get(model_id=model_id, window_end=stamp(at))
-    alerts = Alert.objects.filter(model_id=model_id, kind=ACCURACY_DROP)
+    alerts = Alert.objects.filter(model_id=model_id, kind=kind)
     return Tick(
         at=at,
-        breach=check.decisions.get(ACCURACY_DROP),
+        newest_label=labels.newest(at),
+        breach=check.decisions.get(kind),
         margin=decision_margin(check.decisions),
         opened=alerts.filter(opened_by=check).count(),
+        resolved=alerts.filter(resolved_by_check=check).count(),
         live=alerts.filter(state__in=LIVE).exists(),
     )
 
@@ -292,31 +361,44 @@ def decision_margin(decisions: dict[str, Any]) -> float | None:
 
 
 def is_detection(tick: Tick) -> bool:
-    return tick.at - LABEL_DELAY > DRIFT_AT and bool(tick.breach) and tick.live
+    return tick.newest_label >= DRIFT_AT and bool(tick.breach) and tick.live
 
 
-def monitor(client: Any, name: str, model_id: int, stream: Stream, stop_on_detection: bool) -> list[Tick]:
+@dataclass(frozen=True)
+class Monitored:
+    """One stream watched by one platform policy."""
+
+    client: Any
+    name: str
+    reference: Stream
+    policy: dict[str, Any]
+    labels: Labels
+    kind: str = ACCURACY_DROP
+
+
+def monitor(m: Monitored, stream: Stream, stop: Callable[[Tick], bool] | None = None) -> list[Tick]:
+    model_id = model_create(m.client, m.name, m.reference, m.policy)
     ticks = []
     for at in range(CHECK_EVERY, len(stream) + 1, CHECK_EVERY):
-        ingest(client, name, stream, at - CHECK_EVERY, at)
-        ticks.append(beat_tick(model_id, at))
-        if stop_on_detection and is_detection(ticks[-1]):
+        ingest(m.client, m.name, stream, at - CHECK_EVERY, at, m.labels)
+        ticks.append(beat_tick(model_id, at, m.kind, m.labels))
+        if stop is not None and stop(ticks[-1]):
             break
-    call(client, "patch", f"models/{name}/policy", {"enabled": False})  # out of later beats
+    call(m.client, "patch", f"models/{m.name}/policy", {"enabled": False})  # out of later beats
     return ticks
 
 
 def platform_alarms(ticks: list[Tick]) -> Alarms:
     """Alerts opened, with the last labelled sample their check had seen."""
     opened = [t for t in ticks for _ in range(t.opened)]
-    return Alarms([t.at for t in opened], [t.at - LABEL_DELAY - 1 for t in opened])
+    return Alarms([t.at for t in opened], [t.newest_label for t in opened])
 
 
 def platform_delay(ticks: list[Tick]) -> float:
     return next((float(t.at - DRIFT_AT) for t in ticks if is_detection(t)), float("inf"))
 
 
-# --- one seed ---------------------------------------------------------------------------------
+# --- the SEA runs -----------------------------------------------------------------------------
 
 
 def streams_make(seed: int) -> tuple[Stream, Stream, Stream]:
@@ -327,111 +409,173 @@ def streams_make(seed: int) -> tuple[Stream, Stream, Stream]:
     drifting = stream_make(
         model, [(VARIANT_BEFORE, base + 3, DRIFT_AT), (VARIANT_AFTER, base + 4, AFTER_MAX)]
     )
-    control_len = WINDOW + (CONTROL_WINDOWS - 1) * CHECK_EVERY
+    control_len = WINDOW + 300 + (CONTROL_WINDOWS - 1) * CHECK_EVERY
     return reference, drifting, stream_make(model, [(VARIANT_BEFORE, base + 5, control_len)])
 
 
-def baseline_of(model_id: int) -> float:
-    from registry.models import ReferenceDataset
-
-    reference = ReferenceDataset.objects.get(model_id=model_id, is_active=True)
-    return float(reference.baseline_metrics["accuracy"])
-
-
-def run_seed(client: Any, seed: int) -> SeedResult:
+def sea_seed(
+    client: Any, seed: int, run: str, policies: dict[str, dict[str, Any]], labels: Labels
+) -> SeedResult:
+    """Each platform policy and each river detector on the same drifting and control streams."""
     reference, drifting, control = streams_make(seed)
-    drift_id = model_create(client, f"sea-drift-{seed}", reference)
-    ticks = monitor(client, f"sea-drift-{seed}", drift_id, drifting, True)
-    control_id = model_create(client, f"sea-control-{seed}", reference)
-    control_ticks = monitor(client, f"sea-control-{seed}", control_id, control, False)
-    delay = {"ours": platform_delay(ticks)}
-    before = {"ours": pre_drift_alarms(platform_alarms(ticks))}
-    false_control = {"ours": len(platform_alarms(control_ticks).times)}
+    result = SeedResult(seed)
+    for key, policy in policies.items():
+        watched = Monitored(client, f"{run}-{key}-{seed}", reference, policy, labels)
+        ticks = monitor(watched, drifting, is_detection)
+        control_ticks = monitor(
+            Monitored(client, f"{run}-{key}-control-{seed}", reference, policy, labels), control
+        )
+        result.delay[key] = platform_delay(ticks)
+        result.before[key] = pre_drift_alarms(platform_alarms(ticks))
+        result.control[key] = len(platform_alarms(control_ticks).times)
+        if not result.control_checks:
+            result.control_checks = sum(1 for t in control_ticks if t.breach is not None)
+            margins = [t.margin for t in control_ticks if t.margin is not None]
+            result.extra["closest"] = min(margins) if margins else float("nan")
     for key, detector in river_detectors().items():
-        alarms = river_alarms(drifting.errors, detector)
-        delay[key], before[key] = first_detection(alarms, AFTER_MAX), pre_drift_alarms(alarms)
+        alarms = river_alarms(drifting.errors, detector, labels)
+        result.delay[key], result.before[key] = first_detection(alarms, AFTER_MAX), pre_drift_alarms(alarms)
     for key, detector in river_detectors().items():
-        false_control[key] = len(river_alarms(control.errors, detector).times)
-    return SeedResult(
-        seed=seed,
-        delay=delay,
-        before=before,
-        control=false_control,
-        control_checks=sum(1 for t in control_ticks if t.breach is not None),
-        control_margin=min(t.margin for t in control_ticks if t.margin is not None),
-        baseline=baseline_of(drift_id),
-    )
+        result.control[key] = len(river_alarms(control.errors, detector, labels).times)
+    return result
 
 
 # --- report -----------------------------------------------------------------------------------
-
-DETECTORS = ("ours", "ADWIN", "DDM")
-RULE = "-" * 104
 
 
 def fmt_delay(value: float) -> str:
     return "none" if value == float("inf") else f"{value:.0f}"
 
 
-def row(label: str, delays: list[str], before: list[str], control: list[str], extra: list[str]) -> str:
-    groups = [" ".join(f"{c:>6}" for c in g) for g in (delays, before, control)]
-    return f"{label:>7} | " + " | ".join(groups) + f" | {extra[0]:>7} {extra[1]:>8} | {extra[2]:>8}"
+def table_row(label: str, groups: list[list[str]], width: int) -> str:
+    return f"{label:>7} | " + " | ".join(" ".join(f"{c:>{width}}" for c in g) for g in groups)
 
 
-def report_header() -> None:
+def report_table(results: list[SeedResult], detectors: list[str]) -> dict[str, float]:
+    """Per seed: delay, false alarms before the drift, on the control stream; then medians/sums."""
+    width = max(7, *(len(d) for d in detectors))
+    blank = [""] * (len(detectors) - 1)
     print(
-        f"SEA noise={NOISE}, variant {VARIANT_BEFORE} -> {VARIANT_AFTER} at sample {DRIFT_AT} "
-        f"(then up to {AFTER_MAX} samples), label delay {LABEL_DELAY} samples"
-    )
-    print(
-        f"policy: last {WINDOW} samples (>= {POLICY['min_labels']} labels), a check every "
-        f"{CHECK_EVERY} samples (1 simulated minute), accuracy tolerance {TOLERANCE}, "
-        f"alert 1 of 1, cooldown off; river ADWIN(delta=0.002), DDM() defaults"
-    )
-    print(f"control: no drift, {CONTROL_WINDOWS} check windows; delays in samples after the drift\n")
-    print(
-        row(
-            "",
-            ["delay", "", ""],
-            ["false", "alarms", "before"],
-            ["false", "alarms", "ctrl"],
-            ["ctrl", "closest", "baseline"],
+        table_row(
+            "", [["delay", *blank], ["false", "before", *blank[1:]], ["false", "ctrl", *blank[1:]]], width
         )
     )
-    print(row("seed", [*DETECTORS], [*DETECTORS], [*DETECTORS], ["checks", "(acc.)", "accuracy"]))
-    print(RULE)
+    print(table_row("seed", [detectors] * 3 + [["checks"]], width))
+    rule = "-" * (10 + 3 * (len(detectors) * (width + 1) + 2) + width)
+    print(rule)
+    for r in results:
+        groups = [
+            [fmt_delay(r.delay[k]) for k in detectors],
+            [str(r.before[k]) for k in detectors],
+            [str(r.control[k]) for k in detectors],
+            [str(r.control_checks)],
+        ]
+        print(table_row(str(r.seed), groups, width), flush=True)
+    medians = {k: statistics.median(r.delay[k] for r in results) for k in detectors}
+    print(rule)
+    totals = [
+        [fmt_delay(medians[k]) for k in detectors],
+        [str(sum(r.before[k] for r in results)) for k in detectors],
+        [str(sum(r.control[k] for r in results)) for k in detectors],
+        [str(sum(r.control_checks for r in results))],
+    ]
+    print(table_row("summary", totals, width))
+    print("(summary: median delays in samples after the drift; false alarms and control checks summed)")
+    return medians
 
 
-def report_seed(r: SeedResult) -> None:
-    delays = [fmt_delay(r.delay[k]) for k in DETECTORS]
-    before = [str(r.before[k]) for k in DETECTORS]
-    control = [str(r.control[k]) for k in DETECTORS]
-    extra = [str(r.control_checks), f"+{r.control_margin:.4f}", f"{r.baseline:.4f}"]
-    print(row(str(r.seed), delays, before, control, extra), flush=True)
+def target(text: str, ok: bool) -> bool:
+    print(f"target: {text}: {'MET' if ok else 'NOT MET'}")
+    return ok
 
 
-def report_summary(results: list[SeedResult], elapsed: float) -> bool:
-    """Medians of the delays, totals of the false alarms and checks; then the targets."""
-    medians = {k: statistics.median(r.delay[k] for r in results) for k in DETECTORS}
-    before = [str(sum(r.before[k] for r in results)) for k in DETECTORS]
-    control = [str(sum(r.control[k] for r in results)) for k in DETECTORS]
-    checks = str(sum(r.control_checks for r in results))
-    closest = f"+{min(r.control_margin for r in results):.4f}"
-    print(RULE)
-    print(row("summary", [fmt_delay(medians[k]) for k in DETECTORS], before, control, [checks, closest, ""]))
-    print("(summary: median delays; false alarms and control checks summed over seeds; closest: minimum)")
-    quiet = all(r.control["ours"] == 0 and r.control_checks >= CONTROL_WINDOWS for r in results)
+def quiet(results: list[SeedResult], key: str) -> bool:
+    return all(r.control[key] == 0 and r.before[key] == 0 for r in results)
+
+
+def run_window(client: Any, seeds: list[int]) -> bool:
+    labels = Labels()
+    print(
+        f"== window: SEA variant {VARIANT_BEFORE} -> {VARIANT_AFTER} at sample {DRIFT_AT}, {labels.describe()}"
+    )
+    print(
+        f"policy: last {WINDOW} samples (>= {POLICY['min_labels']} labels), a check every {CHECK_EVERY} "
+        f"samples, accuracy tolerance {TOLERANCE}, alert 1 of 1; ADWIN(delta=0.002), DDM() defaults"
+    )
+    results = [sea_seed(client, s, "window", {"ours": POLICY}, labels) for s in seeds]
+    medians = report_table(results, ["ours", "ADWIN", "DDM"])
+    checks = all(r.control_checks >= CONTROL_WINDOWS for r in results)
+    ok = target(
+        f"no false alarm, >= {CONTROL_WINDOWS} decided control windows, every seed",
+        quiet(results, "ours") and checks,
+    )
     fast = medians["ours"] <= medians["ADWIN"] + CHECK_EVERY
+    return (
+        target(
+            f"median delay {fmt_delay(medians['ours'])} <= ADWIN {fmt_delay(medians['ADWIN'])} + {CHECK_EVERY}",
+            fast,
+        )
+        and ok
+    )
+
+
+def run_labelled(client: Any, seeds: list[int]) -> bool:
+    labels = Labels(batch=LABEL_BATCH)
+    print(f"\n== labelled: SEA as above, {labels.describe()}")
     print(
-        f"\ntarget: no false alarm on the control stream over >= {CONTROL_WINDOWS} windows, every seed: "
-        f"{'MET' if quiet else 'NOT MET'}"
+        "policies: last 800 samples (>= 500 labels) vs last 500 labelled samples; tolerance, checks as above"
+    )
+    results = [sea_seed(client, s, "labelled", LABELLED_POLICIES, labels) for s in seeds]
+    medians = report_table(results, [*LABELLED_POLICIES, "ADWIN"])
+    gain = medians["samples800"] - medians["labelled500"]
+    ok = target(
+        f"labelled window sooner by >= one batch ({CHECK_EVERY}): {fmt_delay(gain)} samples",
+        gain >= CHECK_EVERY,
+    )
+    new = sum(r.before["labelled500"] + r.control["labelled500"] for r in results)
+    old = sum(r.before["samples800"] + r.control["samples800"] for r in results)
+    return target(f"no new false alarm: {new} vs {old}", new <= old) and ok
+
+
+def persistent_seed(client: Any, seed: int) -> dict[str, list[Tick]]:
+    base = 7000 + 10 * seed
+    reference = gaussian_stream(base, N_REFERENCE, None)
+    stream = gaussian_stream(base + 1, PERSISTENT_BEFORE + PERSISTENT_AFTER, PERSISTENT_BEFORE)
+    out = {}
+    for key, policy in PERSISTENT_POLICIES.items():
+        watched = Monitored(client, f"persistent-{key}-{seed}", reference, policy, Labels(), DATA_DRIFT)
+        out[key] = monitor(watched, stream)
+    return out
+
+
+def run_persistent(client: Any, seeds: list[int]) -> bool:
+    print(
+        f"\n== persistent: {N_DRIFTED} of {N_FEATURES} features shift by {DRIFT_SHIFT} sd at sample "
+        f"{PERSISTENT_BEFORE} and stay shifted for {PERSISTENT_AFTER}; last {WINDOW} samples, drift share 0.5"
     )
     print(
-        f"target: median delay {fmt_delay(medians['ours'])} <= ADWIN {fmt_delay(medians['ADWIN'])} "
-        f"+ one check window ({CHECK_EVERY}): {'MET' if fast else 'NOT MET'}"
+        f"{'seed':>7} | {'policy':>16} | {'opened':>6} {'resolved':>8} {'open at end':>11} | data_drift per check"
     )
-    print(f"{len(results)} seed(s) in {elapsed:.0f} s")
-    return quiet and fast
+    ok = True
+    for seed in seeds:
+        for key, ticks in persistent_seed(client, seed).items():
+            opened, resolved = sum(t.opened for t in ticks), sum(t.resolved for t in ticks)
+            trace = "".join("D" if t.breach else ("." if t.breach is False else "-") for t in ticks)
+            print(
+                f"{seed:>7} | {key:>16} | {opened:>6} {resolved:>8} {str(ticks[-1].live):>11} | {trace}",
+                flush=True,
+            )
+            if key == "resolve-after-3":
+                ok = ok and opened == 1 and resolved == 0 and ticks[-1].live
+                ok = ok and not any(t.opened for t in ticks if t.at <= PERSISTENT_BEFORE)
+    return target("resolve_after=3: the data-drift alert opens once and stays open, every seed", ok)
+
+
+RUNS: dict[str, Callable[[Any, list[int]], bool]] = {
+    "window": run_window,
+    "labelled": run_labelled,
+    "persistent": run_persistent,
+}
 
 
 def main() -> None:
@@ -440,6 +584,7 @@ def main() -> None:
     )
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--quick", action="store_true", help="the first two seeds only")
+    parser.add_argument("--runs", nargs="+", choices=list(RUNS), default=list(RUNS))
     args = parser.parse_args()
     seeds = args.seeds[:2] if args.quick else args.seeds
     var_dir = tempfile.mkdtemp(prefix="driftwatch-detection-")
@@ -447,12 +592,8 @@ def main() -> None:
         django_setup(var_dir)
         client = api_client()
         began = time.perf_counter()
-        report_header()
-        results = []
-        for seed in seeds:
-            results.append(run_seed(client, seed))
-            report_seed(results[-1])
-        ok = report_summary(results, time.perf_counter() - began)
+        ok = all([RUNS[name](client, seeds) for name in args.runs])
+        print(f"\n{len(seeds)} seed(s), runs {', '.join(args.runs)}, in {time.perf_counter() - began:.0f} s")
     finally:
         shutil.rmtree(var_dir, ignore_errors=True)
     sys.exit(0 if ok else 1)

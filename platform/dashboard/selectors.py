@@ -26,6 +26,7 @@ CHART_CHECKS = 60
 HEATMAP_CHECKS = 30
 TABLE_CHECKS = 50
 PREDICTION_ROW = "prediction"
+MULTIVARIATE_ROW = "all features (multivariate)"
 # Tests whose score is a p-value: drift when the score falls *below* the threshold.
 P_VALUE_METHODS = {
     "ks",
@@ -43,6 +44,7 @@ DECISION_LABELS = {  # kind: (label, short label for tables)
     AlertKind.ESTIMATED_ACCURACY_DROP: ("estimated accuracy drop", "est"),
     AlertKind.DATA_QUALITY: ("broken feed", "dq"),
     AlertKind.DATA_DRIFT: ("data drift", "drift"),
+    AlertKind.MULTIVARIATE_DRIFT: ("multivariate drift", "mv"),
     AlertKind.PREDICTION_DRIFT: ("prediction drift", "pred"),
 }
 LIVE_STATES = (AlertState.OPEN, AlertState.ACKNOWLEDGED)
@@ -115,7 +117,8 @@ def _model_row(model: RegisteredModel) -> dict[str, Any]:
 
 
 def policy_rows(*, policy: MonitoringPolicy) -> list[tuple[str, Any]]:
-    window = f"last {policy.window_size} {'samples' if policy.window_kind == 'samples' else 'hours'}"
+    unit = {"samples": "samples", "labelled": "labelled samples"}.get(policy.window_kind, "hours")
+    window = f"last {policy.window_size} {unit}"
     return [
         ("enabled", policy.enabled),
         ("window", window),
@@ -328,6 +331,9 @@ def drift_heatmap(*, model: RegisteredModel) -> dict[str, Any] | None:
         {"name": n, "cells": [drift_cell((c.drift or {}).get("columns", {}).get(n)) for c in checks]}
         for n in names
     ]
+    if any((c.drift or {}).get("multivariate") for c in checks):
+        cells = [drift_cell((c.drift or {}).get("multivariate")) for c in checks]
+        rows.append({"name": MULTIVARIATE_ROW, "is_prediction": True, "cells": cells})
     rows.append(
         {
             "name": PREDICTION_ROW,

@@ -105,7 +105,11 @@ def _message(kind: str, check: QualityCheck) -> str:
     if kind == AlertKind.ACCURACY_DROP:
         return f"{d['metric']} {d['value']:.4f} vs baseline {d['baseline']:.4f} (tolerance {d['tolerance']})"
     if kind == AlertKind.ESTIMATED_ACCURACY_DROP:
-        return f"estimated accuracy {check.estimated['value']:.4f} (no labels needed) vs baseline {d['baseline']}"
+        metric = check.estimated.get("metric", "accuracy")
+        return f"estimated {metric} {check.estimated['value']:.4f} (no labels needed) vs baseline {d['baseline']}"
+    if kind == AlertKind.MULTIVARIATE_DRIFT:
+        m = check.drift.get("multivariate", {})
+        return f"multivariate drift: PCA reconstruction error {m.get('score', 0):.4f} outside {m.get('band')}"
     if kind == AlertKind.DATA_DRIFT:
         drifted = [n for n, c in check.drift.get("columns", {}).items() if c.get("drifted")]
         return f"data drift: {len(drifted)} feature(s) drifted ({', '.join(drifted[:8])})"

@@ -30,7 +30,9 @@ from registry.reference import LABEL, PREDICTION
 from workers.drift import data_drift
 from workers.drift.data_quality import data_quality
 from workers.drift.decisions import Thresholds, decisions_make
+from workers.drift.dle import estimate_mae
 from workers.drift.estimation import estimate_accuracy
+from workers.drift.multivariate import multivariate_drift
 from workers.drift.quality import classification_metrics, label_stats, regression_metrics
 
 logger = logging.getLogger(__name__)
@@ -92,7 +94,9 @@ def quality_check_run(*, model_id: int, window: WindowSpec) -> QualityCheck | No
 
 def _compute_into(row: QualityCheck, model: RegisteredModel, spec: WindowSpec) -> None:
     policy = policy_for(model)
-    window = window_load(model=model, start=spec.start, end=spec.end, last_n=spec.last_n)
+    window = window_load(
+        model=model, start=spec.start, end=spec.end, last_n=spec.last_n, labelled_only=spec.labelled_only
+    )
     reference = reference_state(model=model)
     result = check_compute(model=model, policy=policy, window=window, reference=reference)
     champion = ModelVersion.objects.filter(model=model, status=VersionStatus.CHAMPION).first()
@@ -129,6 +133,8 @@ def check_compute(
             out["drift"] = data_drift(
                 reference.summary, frame, features, drift_share=policy.drift_share
             ).to_dict()
+            if reference.multivariate is not None:
+                out["drift"]["multivariate"] = multivariate_drift(reference.multivariate, frame)
             if PREDICTION in columns:
                 pred = data_drift(reference.summary, frame, {PREDICTION: columns[PREDICTION]})
                 out["prediction_drift"] = pred.columns[PREDICTION].to_dict()
@@ -149,10 +155,11 @@ def _realised(model: RegisteredModel, policy: MonitoringPolicy, frame: pd.DataFr
 
 
 def _pair_estimate(estimated: dict[str, Any], metrics: dict[str, Any]) -> None:
-    """Put the realised accuracy beside the label-free estimate: the estimate's own error."""
-    if estimated.get("value") is not None and metrics.get("accuracy") is not None:
-        estimated["realised"] = metrics["accuracy"]
-        estimated["error"] = estimated["value"] - metrics["accuracy"]
+    """Put the realised metric beside the label-free estimate: the estimate's own error."""
+    realised = metrics.get(estimated.get("metric", "accuracy"))
+    if estimated.get("value") is not None and realised is not None:
+        estimated["realised"] = realised
+        estimated["error"] = estimated["value"] - realised
 
 
 def check_labels_refresh(*, check: QualityCheck) -> bool:
@@ -163,6 +170,8 @@ def check_labels_refresh(*, check: QualityCheck) -> bool:
     """
     model = check.model
     window = parse_window_spec(check.window_spec, check.window_end)
+    if window.labelled_only:
+        return False  # its rows are labelled already; newer labels make a different window
     labelled_now = window_label_count(model=model, start=window.start, end=window.end, last_n=window.last_n)
     if labelled_now <= check.n_labelled:
         return False
@@ -212,11 +221,10 @@ def _estimate(
     model: RegisteredModel, frame: pd.DataFrame, reference: ReferenceState | None
 ) -> dict[str, Any]:
     if not model.is_classification:
-        return {}
+        return _estimate_mae(frame, reference)
     if reference is not None and reference.estimate_unavailable:
         # Say so rather than report a constant: a degenerate calibrator reads 1.000 forever.
         return _unavailable(reference.estimate_unavailable)
-        return {}
     if reference is None:
         return _unavailable("no reference dataset")
     if reference.calibrator is None:
@@ -233,6 +241,13 @@ def _unavailable(reason: str) -> dict[str, Any]:
     return {"metric": "accuracy", "value": None, "available": False, "reason": reason}
 
 
+def _estimate_mae(frame: pd.DataFrame, reference: ReferenceState | None) -> dict[str, Any]:
+    if reference is None or reference.loss_estimator is None or frame[PREDICTION].isna().any():
+        return {}
+    value, low, high = estimate_mae(reference.loss_estimator, frame)
+    return {"metric": "mae", "value": value, "ci": [low, high], "method": "DLE (direct loss estimation)"}
+
+
 def _baseline_value(policy: MonitoringPolicy, reference: ReferenceState | None) -> float | None:
     if policy.baseline is not None:
         return policy.baseline
@@ -242,16 +257,18 @@ def _baseline_value(policy: MonitoringPolicy, reference: ReferenceState | None) 
     return float(value) if value is not None else None
 
 
+ESTIMATED_METRICS = ("accuracy", "mae")  # CBPE and DLE
+
+
 def thresholds_for(policy: MonitoringPolicy, reference: ReferenceState | None) -> Thresholds:
-    """The policy's thresholds, with the baselines the reference supplies."""
-    reference_accuracy = reference.baseline.get("accuracy") if reference else None
+    """The policy's thresholds, with the baselines the reference supplies. The label-free
+    estimate (accuracy, or MAE for regressors) is held against the reference's own value."""
+    expected = reference.baseline.get(policy.metric) if reference else None
     return Thresholds(
         metric=policy.metric,
         tolerance=policy.tolerance,
         baseline=_baseline_value(policy, reference),
-        estimate_baseline=float(reference_accuracy)
-        if policy.metric == "accuracy" and reference_accuracy
-        else None,
+        estimate_baseline=float(expected) if policy.metric in ESTIMATED_METRICS and expected else None,
     )
 
 

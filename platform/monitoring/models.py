@@ -162,6 +162,7 @@ class AlertKind(models.TextChoices):
     ACCURACY_DROP = "accuracy_drop"
     ESTIMATED_ACCURACY_DROP = "estimated_accuracy_drop"
     DATA_DRIFT = "data_drift"
+    MULTIVARIATE_DRIFT = "multivariate_drift"
     PREDICTION_DRIFT = "prediction_drift"
     DATA_QUALITY = "data_quality"
 

@@ -22,6 +22,7 @@ DEFAULT_METRIC = {"classification": "accuracy", "regression": "mae"}
 class WindowKind(models.TextChoices):
     HOURS = "hours", "last N hours"
     SAMPLES = "samples", "last N samples"
+    LABELLED = "labelled", "last N labelled samples"
 
 
 POLICY_FIELDS = [

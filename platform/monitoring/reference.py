@@ -13,7 +13,9 @@ from monitoring.window import probability_matrix
 from registry.models import ReferenceDataset, RegisteredModel
 from registry.reference import LABEL, PREDICTION
 from workers.drift import ReferenceSummary, summarize_reference
+from workers.drift.dle import LossEstimator, fit_loss_estimator
 from workers.drift.estimation import ConfidenceCalibrator, calibration_problem, fit_confidence_calibrator
+from workers.drift.multivariate import PcaDrift, fit_pca_drift
 from workers.drift.quality import classification_metrics, regression_metrics
 from workers.drift.summary import ColumnType
 
@@ -26,6 +28,8 @@ class ReferenceState:
     calibrator: ConfidenceCalibrator | None
     baseline: dict[str, Any]
     estimate_unavailable: str | None = None  # why the reference cannot support an estimate
+    loss_estimator: LossEstimator | None = None  # regressors: DLE's model of the absolute error
+    multivariate: PcaDrift | None = None  # PCA reconstruction of the features
 
 
 def drift_columns(model: RegisteredModel, frame: pd.DataFrame) -> dict[str, ColumnType]:
@@ -62,6 +66,8 @@ def _load(reference_id: int, summary_name: str) -> ReferenceState:
     if calibrator is not None and np.ptp(calibrator.accuracy) == 0:
         # Fitted before degenerate references were refused: a constant map estimates a constant.
         calibrator, unavailable = None, "the calibration maps every confidence to one value"
+    frame = _frame(reference)
+    model = reference.model
     return ReferenceState(
         reference.pk,
         reference.rows,
@@ -69,13 +75,26 @@ def _load(reference_id: int, summary_name: str) -> ReferenceState:
         calibrator,
         reference.baseline_metrics or {},
         estimate_unavailable=unavailable,
+        # Both are fitted here, once per reference and process (cached), from the stored rows.
+        loss_estimator=_loss_estimator(model, frame),
+        multivariate=fit_pca_drift(frame, dict(feature_columns(model))),
     )
+
+
+def _frame(reference: ReferenceDataset) -> pd.DataFrame:
+    with reference.file.open("rb") as handle:
+        return pd.read_parquet(handle)
+
+
+def _loss_estimator(model: RegisteredModel, frame: pd.DataFrame) -> LossEstimator | None:
+    if model.is_classification or PREDICTION not in frame.columns or LABEL not in frame.columns:
+        return None
+    return fit_loss_estimator(frame, dict(feature_columns(model)), PREDICTION, LABEL)
 
 
 def _reference_prepare(reference: ReferenceDataset) -> None:
     model = reference.model
-    with reference.file.open("rb") as handle:
-        frame = pd.read_parquet(handle)
+    frame = _frame(reference)
     summary = summarize_reference(frame, drift_columns(model, frame))
     reference.summary.save(f"summary-{reference.pk}.bin", ContentFile(summary.to_bytes()), save=False)
     reference.baseline_metrics = _baseline(model, frame)

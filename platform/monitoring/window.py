@@ -55,12 +55,19 @@ def _select_list(model: RegisteredModel, params: list[Any]) -> tuple[list[str], 
 
 
 def window_load(
-    *, model: RegisteredModel, start: datetime | None, end: datetime, last_n: int | None = None
+    *,
+    model: RegisteredModel,
+    start: datetime | None,
+    end: datetime,
+    last_n: int | None = None,
+    labelled_only: bool = False,
 ) -> Window:
-    """Samples with start <= timestamp < end (or the last_n before end), labels left-joined."""
+    """Samples with start <= timestamp < end (or the last_n before end), labels left-joined;
+    with labelled_only, the last_n newest samples that have a label (realised quality on the
+    newest N truths, not on N samples of which only N minus the label delay are labelled)."""
     params: list[Any] = []
     names, columns = _select_list(model, params)
-    sql = _window_sql(model, ", ".join(columns), params, start, end, last_n)
+    sql = _window_sql(model, ", ".join(columns), params, start, end, last_n, labelled_only)
     frame = _typed(_fetch_frame(sql, params, names, _csv_dtypes(model)), model)
     if start is None:
         start = frame["timestamp"].min() if len(frame) else end
@@ -74,10 +81,13 @@ def _window_sql(
     start: datetime | None,
     end: datetime,
     last_n: int | None,
+    labelled_only: bool = False,
 ) -> str:
     """The window's rows (predictions left-joined with labels); appends its parameters."""
     where = "s.model_id = %s AND s.timestamp < %s"
     params += [model.pk, _db_time(end)]
+    if labelled_only:
+        where += " AND g.id IS NOT NULL"
     if start is not None:
         where += " AND s.timestamp >= %s"
         params.append(_db_time(start))
@@ -173,9 +183,12 @@ class WindowSpec:
     start: datetime | None
     end: datetime
     last_n: int | None = None
+    labelled_only: bool = False  # the last_n newest samples that have a label
 
 
 def scheduled_window(policy: MonitoringPolicy, end: datetime) -> WindowSpec:
+    if policy.window_kind == WindowKind.LABELLED:
+        return WindowSpec(f"{policy.window_size}labelled", None, end, policy.window_size, labelled_only=True)
     if policy.window_kind == WindowKind.SAMPLES:
         return WindowSpec(f"{policy.window_size}samples", None, end, policy.window_size)
     return WindowSpec(f"{policy.window_size}h", end - timedelta(hours=policy.window_size), end)
@@ -186,9 +199,11 @@ def range_window(start: datetime, end: datetime) -> WindowSpec:
 
 
 def parse_window_spec(spec: str, end: datetime) -> WindowSpec:
-    """The inverse of WindowSpec.spec: "24h", "1000samples" or "range:<iso start>"."""
+    """The inverse of WindowSpec.spec: "24h", "1000samples", "1000labelled" or "range:<iso start>"."""
     if spec.startswith("range:"):
         return range_window(datetime.fromisoformat(spec.removeprefix("range:")), end)
+    if spec.endswith("labelled"):
+        return WindowSpec(spec, None, end, int(spec.removesuffix("labelled")), labelled_only=True)
     if spec.endswith("samples"):
         return WindowSpec(spec, None, end, int(spec.removesuffix("samples")))
     if spec.endswith("h"):

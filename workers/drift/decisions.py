@@ -6,7 +6,7 @@ is not drift: it suppresses the drift decisions instead of being mistaken for th
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NotRequired, TypedDict
 
 # Metrics where a larger value is worse; every other metric is better when larger.
@@ -22,7 +22,7 @@ class Thresholds:
     metric: str  # the realised metric compared with the baseline
     tolerance: float  # how far past the baseline the metric may move before it is a breach
     baseline: float | None  # the policy's fixed baseline, else the reference's own metric
-    estimate_baseline: float | None = None  # the reference's accuracy, for the label-free estimate
+    estimate_baseline: float | None = None  # the reference's own metric, for the label-free estimate
 
     @property
     def higher_is_better(self) -> bool:
@@ -38,6 +38,7 @@ class Decisions(TypedDict):
     estimated_accuracy_drop: bool | None
     data_quality: bool | None
     data_drift: bool | None
+    multivariate_drift: bool | None
     prediction_drift: bool | None
     usable_for_training: bool
     suppressed: NotRequired[str]
@@ -67,16 +68,17 @@ def decisions_make(result: Mapping[str, Any], thresholds: Thresholds, *, enough:
         "estimated_accuracy_drop": None,
         "data_quality": broken if enough or broken else None,
         "data_drift": result["drift"].get("dataset_drift") if result["drift"] else None,
+        "multivariate_drift": (result["drift"].get("multivariate") or {}).get("drifted"),
         "prediction_drift": result["prediction_drift"].get("drifted") if result["prediction_drift"] else None,
         "usable_for_training": bool(enough and broken is False),
     }
-    estimate = result["estimated"].get("value")
-    if estimate is not None and thresholds.estimate_baseline:
-        decisions["estimated_accuracy_drop"] = bool(
-            estimate < thresholds.estimate_baseline - thresholds.tolerance
-        )
+    estimated = result["estimated"]
+    if estimated.get("metric", "accuracy") == thresholds.metric and thresholds.estimate_baseline:
+        # The estimate (CBPE accuracy, DLE MAE) against what it reads on the reference itself.
+        against = replace(thresholds, baseline=thresholds.estimate_baseline)
+        decisions["estimated_accuracy_drop"] = breach(estimated.get("value"), against)
     if broken:
         # A broken feed is not drift: its "drift" says nothing about the world.
-        decisions["data_drift"] = decisions["prediction_drift"] = None
+        decisions["data_drift"] = decisions["prediction_drift"] = decisions["multivariate_drift"] = None
         decisions["suppressed"] = "drift decisions suppressed: broken feed"
     return decisions

@@ -254,3 +254,26 @@ def test_a_reference_with_no_wrong_prediction_marks_the_estimate_unavailable() -
     assert "every reference prediction is right" in check.estimated["reason"]
     assert check.decisions["estimated_accuracy_drop"] is None
     assert check.metrics["accuracy"] < 0.7, "the realised side still sees the drop"
+
+
+@pytest.mark.django_db
+def test_labelled_window_reads_the_newest_n_labelled_samples() -> None:
+    model = monitored_model(window_kind="labelled", window_size=300, min_samples=100, min_labels=100)
+    data = rows(600, seed=70)
+    send(model, data[:500], start=T0, prefix="a")  # labelled
+    send(model, data[500:], start=T0 + timedelta(seconds=500), prefix="b", labelled=False)  # label delay
+    check = run_check(model, T0 + timedelta(hours=1))
+    assert check.window_spec == "300labelled"
+    assert (check.n_samples, check.n_labelled) == (300, 300)
+    assert check.window_start == T0 + timedelta(seconds=200), "samples a200..a499, the newest labelled"
+    assert check.metrics["n"] == 300
+
+
+@pytest.mark.django_db
+def test_a_sample_window_of_the_same_size_has_only_the_labels_that_arrived() -> None:
+    model = monitored_model(window_kind="samples", window_size=300, min_samples=100, min_labels=100)
+    data = rows(600, seed=70)
+    send(model, data[:500], start=T0, prefix="a")
+    send(model, data[500:], start=T0 + timedelta(seconds=500), prefix="b", labelled=False)
+    check = run_check(model, T0 + timedelta(hours=1))
+    assert (check.n_samples, check.n_labelled) == (300, 200)

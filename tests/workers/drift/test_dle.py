@@ -1,0 +1,57 @@
+"""Direct loss estimation: the label-free MAE of a regressor follows the realised MAE under
+covariate shift, where the error depends on the inputs."""
+
+import numpy as np
+import pandas as pd
+
+from workers.drift.dle import estimate_mae, fit_loss_estimator
+
+TYPES = {"x": "numerical", "z": "numerical", "segment": "categorical"}
+
+
+def frame(n: int, *, seed: int, x_mean: float) -> pd.DataFrame:
+    """The model is exact for x < 0 and increasingly wrong (heteroscedastic noise) for x > 0."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(x_mean, 1, n)
+    z = rng.normal(0, 1, n)
+    truth = 2 * x + z
+    prediction = truth + rng.normal(0, 0.1 + np.clip(x, 0, None), n)
+    segment = rng.choice(["a", "b"], n)
+    return pd.DataFrame({"x": x, "z": z, "segment": segment, "pred": prediction, "label": truth})
+
+
+def realised_mae(f: pd.DataFrame) -> float:
+    return float((f["label"] - f["pred"]).abs().mean())
+
+
+def test_estimated_mae_follows_the_realised_mae_under_covariate_shift() -> None:
+    estimator = fit_loss_estimator(frame(5000, seed=1, x_mean=0.0), TYPES, "pred", "label")
+    assert estimator is not None
+    for seed, shift in enumerate((0.0, 0.5, 1.0), start=2):
+        current = frame(2000, seed=seed, x_mean=shift)
+        value, _, _ = estimate_mae(estimator, current)
+        realised = realised_mae(current)
+        assert abs(value - realised) < 0.1 * realised, (shift, value, realised)
+
+
+def test_the_interval_covers_the_realised_mae_without_shift() -> None:
+    estimator = fit_loss_estimator(frame(5000, seed=1, x_mean=0.0), TYPES, "pred", "label")
+    assert estimator is not None
+    covered = []
+    for seed in range(10, 30):
+        current = frame(1000, seed=seed, x_mean=0.0)
+        _, low, high = estimate_mae(estimator, current)
+        covered.append(low <= realised_mae(current) <= high)
+    assert sum(covered) >= 16, f"{sum(covered)} of 20 windows inside the 95% interval"
+
+
+def test_the_estimate_rises_with_the_shift_while_a_constant_would_not() -> None:
+    estimator = fit_loss_estimator(frame(5000, seed=1, x_mean=0.0), TYPES, "pred", "label")
+    assert estimator is not None
+    before = estimate_mae(estimator, frame(2000, seed=5, x_mean=0.0))[0]
+    after = estimate_mae(estimator, frame(2000, seed=6, x_mean=1.5))[0]
+    assert after > 2 * before
+
+
+def test_too_few_reference_rows_give_no_estimator() -> None:
+    assert fit_loss_estimator(frame(50, seed=1, x_mean=0.0), TYPES, "pred", "label") is None
