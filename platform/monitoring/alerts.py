@@ -103,6 +103,12 @@ def _severity(kind: str, decisions: dict[str, Any]) -> str:
 def _message(kind: str, check: QualityCheck) -> str:
     d = check.decisions
     if kind == AlertKind.ACCURACY_DROP:
+        evidence = (d.get("sequential") or {}).get("evidence")
+        if d.get("accuracy_drop_by") and evidence:
+            return (
+                f"error rate {evidence['error_before']:.4f} -> {evidence['error_after']:.4f} "
+                f"(ADWIN, at label {evidence['label_number']}; window {d['metric']} {d.get('value')})"
+            )
         return f"{d['metric']} {d['value']:.4f} vs baseline {d['baseline']:.4f} (tolerance {d['tolerance']})"
     if kind == AlertKind.ESTIMATED_ACCURACY_DROP:
         metric = check.estimated.get("metric", "accuracy")

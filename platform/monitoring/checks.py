@@ -17,6 +17,7 @@ from monitoring.alerts import alerts_evaluate
 from monitoring.models import CheckState, MonitoringPolicy, QualityCheck
 from monitoring.reference import ReferenceState, drift_columns, reference_state
 from monitoring.selectors import policy_for
+from monitoring.sequential import DetectorUpdate, detector_feed
 from monitoring.window import (
     Window,
     WindowSpec,
@@ -101,6 +102,9 @@ def _compute_into(row: QualityCheck, model: RegisteredModel, spec: WindowSpec) -
     result = check_compute(model=model, policy=policy, window=window, reference=reference)
     champion = ModelVersion.objects.filter(model=model, status=VersionStatus.CHAMPION).first()
     with transaction.atomic():
+        if policy.sequential_detector:
+            # In the check's transaction: a failed check feeds nothing, so no label counts twice.
+            _sequential_decision(result["decisions"], detector_feed(model=model, known_by=spec.end))
         for key, value in result.items():
             setattr(row, key, value)
         row.window_start = window.start
@@ -109,6 +113,14 @@ def _compute_into(row: QualityCheck, model: RegisteredModel, spec: WindowSpec) -
         row.finished_at = timezone.now()
         row.save()
         alerts_evaluate(check=row, policy=policy)
+
+
+def _sequential_decision(decisions: dict[str, Any], update: DetectorUpdate) -> None:
+    """The detector's evidence beside the window rule; a degradation it found is a breach."""
+    decisions["sequential"] = update.to_dict()
+    if update.degraded and decisions.get("accuracy_drop") is not True:
+        decisions["accuracy_drop"] = True
+        decisions["accuracy_drop_by"] = "sequential detector"
 
 
 def check_compute(

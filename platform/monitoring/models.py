@@ -36,6 +36,9 @@ class GroundTruth(models.Model):
     sample_id = models.CharField(max_length=200)
     label = models.JSONField()
     received_at = models.DateTimeField()
+    fed_to_detector = models.BooleanField(
+        default=False, help_text="already fed to the model's sequential detector (never twice)"
+    )
     labelled_at = models.DateTimeField(
         null=True,
         blank=True,
@@ -45,6 +48,9 @@ class GroundTruth(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["model", "sample_id"], name="unique_label_per_model"),
+        ]
+        indexes = [
+            models.Index(fields=["model"], condition=models.Q(fed_to_detector=False), name="label_not_fed"),
         ]
 
     def __str__(self) -> str:
@@ -77,6 +83,9 @@ class MonitoringPolicy(models.Model):
         default=3, help_text="an open alert resolves after this many consecutive clear checks"
     )
     cooldown_minutes = models.PositiveIntegerField(default=60, help_text="no new alert of a kind this soon")
+    sequential_detector = models.BooleanField(
+        default=True, help_text="also watch the error stream with ADWIN, label by label"
+    )
     auto_retrain = models.BooleanField(default=False)
     notify_emails = models.TextField(blank=True, help_text="comma-separated")
     webhook_url = models.URLField(blank=True)
@@ -101,6 +110,22 @@ class MonitoringPolicy(models.Model):
 
     def emails(self) -> list[str]:
         return [e.strip() for e in self.notify_emails.split(",") if e.strip()]
+
+
+class SequentialDetector(models.Model):
+    """A model's adaptive detector (river's ADWIN) on its error stream, fed in label-arrival
+    order; its state is persisted so it survives restarts, and each label is fed once."""
+
+    model = models.OneToOneField(RegisteredModel, on_delete=models.CASCADE, related_name="detector")
+    kind = models.CharField(max_length=20, default="ADWIN")
+    state = models.BinaryField(null=True, blank=True, help_text="the detector, pickled by us")
+    fed = models.PositiveBigIntegerField(default=0, help_text="labels fed so far")
+    detections = models.PositiveIntegerField(default=0)
+    last_detection = models.JSONField(null=True, blank=True, help_text="the latest degradation found")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.kind} of {self.model} ({self.fed} labels)"
 
 
 class CheckState(models.TextChoices):

@@ -40,9 +40,10 @@ POLICY_FIELDS = [
     "alert_n",
     "resolve_after",
     "cooldown_minutes",
+    "sequential_detector",
     "auto_retrain",
 ]
-BOOLEANS = {"enabled", "auto_retrain"}
+BOOLEANS = {"enabled", "auto_retrain", "sequential_detector"}
 # field -> smallest allowed value
 INTEGERS = {
     "window_size": 1,

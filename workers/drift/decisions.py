@@ -42,6 +42,8 @@ class Decisions(TypedDict):
     prediction_drift: bool | None
     usable_for_training: bool
     suppressed: NotRequired[str]
+    sequential: NotRequired[dict[str, Any]]  # the sequential detector's update and evidence
+    accuracy_drop_by: NotRequired[str]  # set when the detector, not the window rule, found the drop
 
 
 def breach(value: float | None, thresholds: Thresholds) -> bool | None:
