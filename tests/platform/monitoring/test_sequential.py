@@ -9,10 +9,11 @@ from django.db import transaction
 from django.utils import timezone
 from river.drift import ADWIN
 
-from monitoring.checks import quality_check_run, scheduled_window
+from monitoring.checks import quality_check_run
 from monitoring.models import Alert, GroundTruth, MonitoringPolicy, QualityCheck, SequentialDetector
 from monitoring.sequential import detector_feed
 from monitoring.services import labels_ingest
+from monitoring.window import scheduled_window
 from tests.platform.monitoring.factories import monitored_model, rows, send
 
 T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
