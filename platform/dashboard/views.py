@@ -17,6 +17,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from core.audit import audit_record
+from core.errors import Conflict
 from dashboard import selectors
 from monitoring import alerts as alert_services
 from monitoring import checks as check_services
@@ -25,6 +26,10 @@ from monitoring.models import AlertState
 from monitoring.selectors import policy_for
 from monitoring.window import scheduled_window
 from registry.selectors import model_get
+from retraining import promotion as retrain_promotion
+from retraining import requests as retrain_requests
+from retraining import selectors as retrain_selectors
+from retraining.models import Trigger
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +71,7 @@ def model_page(request: HttpRequest, name: str) -> HttpResponse:
         "alerts": selectors.alerts_list(model=model, limit=50),
         "checks": selectors.check_rows(model=model, metric=policy.metric),
         "versions": selectors.versions_list(model=model),
+        "retrain_jobs": retrain_selectors.jobs_for_model(model=model, limit=20),
     }
     return render(request, "dashboard/model.html", context)
 
@@ -85,6 +91,41 @@ def model_check_run(request: HttpRequest, name: str) -> HttpResponse:
         audit_record(actor=request.user, action="check.run", target=check)
         messages.success(request, f"Check #{check.pk} over {check.window_spec}: {check.state}.")
     return redirect("dashboard:model", name=model.name)
+
+
+@require_POST
+@staff_required
+def model_retrain(request: HttpRequest, name: str) -> HttpResponse:
+    """The staff-only "Retrain now" button."""
+    model = model_get(name=name)
+    try:
+        job = retrain_requests.job_request(model=model, trigger=Trigger.ADMIN, requested_by=request.user)
+        messages.success(request, f"Retrain job #{job.pk} queued.")
+    except Conflict as exc:
+        messages.warning(request, str(exc.detail))
+    return redirect("dashboard:model", name=model.name)
+
+
+RETRAIN_ACTIONS: dict[str, Callable[..., Any]] = {
+    "approve": retrain_promotion.job_approve,
+    "reject": retrain_promotion.job_reject,
+    "rollback": retrain_promotion.job_rollback,
+    "cancel": lambda job, user: retrain_requests.job_cancel(job=job),
+}
+
+
+@require_POST
+@staff_required
+def retrain_job_action(request: HttpRequest, job_id: int, action: str) -> HttpResponse:
+    if action not in RETRAIN_ACTIONS:
+        raise Http404("unknown action")
+    job = retrain_selectors.job_get(job_id=job_id)
+    try:
+        RETRAIN_ACTIONS[action](job=job, user=request.user)
+        messages.success(request, f"Retrain job #{job.pk}: {action} done.")
+    except Conflict as exc:
+        messages.warning(request, str(exc.detail))
+    return redirect("dashboard:model", name=job.model.name)
 
 
 @login_required
