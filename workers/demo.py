@@ -33,8 +33,9 @@ def demo_frame(n: int, *, drift: float = 0.0, seed: int = 0) -> tuple[pd.DataFra
         - 0.05 * tenure
         + 0.03 * (charges - 60)
         + 0.5 * calls
-        + np.where(contract == "monthly", 1.2, -0.8)
-        + drift * 1.5 * (region == "south")
+        # Concept drift: the monthly-contract effect fades and reverses, the south churns more.
+        + np.where(contract == "monthly", 1.2 - 2.4 * drift, -0.8 + 1.6 * drift)
+        + drift * 2.0 * (region == "south")
     )
     churn = rng.random(n) < 1 / (1 + np.exp(-logit))
     frame = pd.DataFrame(

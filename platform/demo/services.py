@@ -12,8 +12,11 @@ from core.services import api_token_create
 from monitoring.models import MonitoringPolicy, WindowKind
 from registry.models import ModelVersion, RegisteredModel
 from registry.services import model_register, reference_upload, version_create
+from retraining.models import RetrainPolicy
 from workers.demo import DEMO_CLASSES, DEMO_FEATURES, DEMO_MODEL, demo_frame, frame_rows
-from workers.training.tabular import train_tabular_classifier
+from workers.training import engine
+from workers.training.artifacts import Predictor, bundle_to_bytes
+from workers.training.recipes import TABULAR_CLASSIFICATION
 
 DEMO_POLICY = {
     "window_kind": WindowKind.SAMPLES,
@@ -22,6 +25,13 @@ DEMO_POLICY = {
     "min_samples": 200,
     "min_labels": 200,
     "cooldown_minutes": 10,
+    "auto_retrain": True,
+}
+# Retrain on the newest 1,000 labelled samples (the drifted ones), at most every 3 minutes.
+DEMO_RETRAIN_POLICY = {
+    "max_training_samples": 1000,
+    "min_training_samples": 300,
+    "cooldown_minutes": 3,
 }
 
 
@@ -31,6 +41,7 @@ class DemoSeed:
     admin_password: str | None  # None when the admin already existed (password unchanged)
     ingest_token: str
     created_model: bool
+    read_token: str = ""  # the demo traffic polls and downloads the champion with it
 
 
 def demo_admin_ensure(*, username: str = "admin") -> str | None:
@@ -48,9 +59,12 @@ def demo_model_ensure() -> bool:
         return False
     frame, labels = demo_frame(4000, seed=1)
     train, holdout = frame.iloc[:3000], frame.iloc[3000:]
-    clf = train_tabular_classifier(train, labels[:3000], feature_types=DEMO_FEATURES, classes=DEMO_CLASSES)
-    proba = clf.predict_proba(holdout)
-    predicted = [DEMO_CLASSES[i] for i in proba.argmax(axis=1)]
+    schema = engine.make_schema("classification", DEMO_FEATURES, DEMO_CLASSES)
+    prepared = engine.prepare(TABULAR_CLASSIFICATION, schema, train, labels[:3000])
+    plan = engine.TrainingPlan(batch_size=TABULAR_CLASSIFICATION.max_batch_size)
+    bundle = engine.train(TABULAR_CLASSIFICATION, prepared, plan).bundle
+    predicted, proba = Predictor(bundle).predict(holdout)
+    assert proba is not None
     accuracy = sum(p == t for p, t in zip(predicted, labels[3000:], strict=True)) / len(predicted)
     with transaction.atomic():
         model = model_register(
@@ -64,11 +78,11 @@ def demo_model_ensure() -> bool:
         )
         version_create(
             model=model,
-            artifact=ContentFile(clf.to_bytes(), name="model.pt"),
+            artifact=ContentFile(bundle_to_bytes(bundle), name="model.safetensors"),
             champion=True,
             metrics={"accuracy": round(accuracy, 4)},
             source="demo seed",
-            config={"builder": "workers.training.tabular", "hidden": clf.hidden, "epochs": 30},
+            config={"recipe": TABULAR_CLASSIFICATION.to_dict()},
             training_samples=len(train),
         )
         rows = [
@@ -83,6 +97,7 @@ def demo_model_ensure() -> bool:
         reference_upload(model=model, rows=rows, source="demo holdout")
         # A check a minute over the last 1,000 samples: the demo's drift shows within minutes.
         MonitoringPolicy.objects.update_or_create(model=model, defaults=DEMO_POLICY)
+        RetrainPolicy.objects.update_or_create(model=model, defaults=DEMO_RETRAIN_POLICY)
     return True
 
 
@@ -91,7 +106,8 @@ def demo_seed() -> DemoSeed:
     created = demo_model_ensure()
     user = get_user_model().objects.get(username="admin")
     _, secret = api_token_create(user=user, scope=Scope.INGEST, name="demo traffic")
-    return DemoSeed("admin", password, secret, created)
+    _, reader = api_token_create(user=user, scope=Scope.READ, name="demo traffic: champion downloads")
+    return DemoSeed("admin", password, secret, created, reader)
 
 
 def demo_champion_artifact() -> bytes:

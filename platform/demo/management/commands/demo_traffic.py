@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand
 
 from demo.services import demo_champion_artifact
 from workers.demo import DEMO_CLASSES, DEMO_MODEL, demo_frame, frame_rows
-from workers.training.tabular import TabularClassifier
+from workers.training.artifacts import Predictor
 
 
 class Command(BaseCommand):
@@ -19,20 +19,26 @@ class Command(BaseCommand):
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("--url", default="http://127.0.0.1:8000")
         parser.add_argument("--token", required=True)
+        parser.add_argument(
+            "--read-token", default="", help="polls the champion and downloads a new one through the API"
+        )
         parser.add_argument("--batch", type=int, default=200)
         parser.add_argument("--interval", type=float, default=5.0, help="seconds between batches")
         parser.add_argument("--drift-per-batch", type=float, default=0.01)
         parser.add_argument("--batches", type=int, default=0, help="stop after N batches (0: forever)")
 
     def handle(self, *args: Any, **opts: Any) -> None:
-        clf = TabularClassifier.from_bytes(demo_champion_artifact())
+        clf = Predictor.from_bytes(demo_champion_artifact())
+        serving = None
         run = uuid.uuid4().hex[:8]
         pending: list[dict[str, Any]] = []
         sent = 0
         while not opts["batches"] or sent < opts["batches"]:
             drift = min(1.0, sent * opts["drift_per_batch"])
             frame, labels = demo_frame(opts["batch"], drift=drift, seed=sent + 100)
-            proba = clf.predict_proba(frame)
+            if opts["read_token"]:
+                clf, serving = self._poll_champion(opts, clf, serving)
+            proba = clf.outputs(frame)
             ids = [f"{run}-{sent}-{i}" for i in range(len(frame))]
             samples = [
                 {
@@ -53,6 +59,31 @@ class Command(BaseCommand):
             )
             self.stdout.flush()
             time.sleep(opts["interval"])
+
+    def _poll_champion(
+        self, opts: dict[str, Any], clf: Predictor, serving: int | None
+    ) -> tuple[Predictor, int | None]:
+        """A serving system's poll: a new champion version is downloaded through the API."""
+        try:
+            champion = json.loads(self._get(opts, "champion"))
+            if champion["version"] == serving:
+                return clf, serving
+            loaded = Predictor.from_bytes(self._get(opts, "champion/artifact"))
+        except (OSError, ValueError, KeyError) as exc:
+            self.stderr.write(f"champion poll failed: {exc}")
+            return clf, serving
+        if serving is not None:
+            self.stdout.write(f"now serving champion v{champion['version']} ({champion['made_by']})")
+        return loaded, champion["version"]
+
+    @staticmethod
+    def _get(opts: dict[str, Any], what: str) -> bytes:
+        request = urllib.request.Request(
+            f"{opts['url']}/api/v1/models/{DEMO_MODEL}/{what}",
+            headers={"Authorization": f"Bearer {opts['read_token']}"},
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return bytes(response.read())
 
     @staticmethod
     def _post(opts: dict[str, Any], what: str, body: dict[str, Any]) -> dict[str, Any]:

@@ -82,6 +82,8 @@ class Command(BaseCommand):
                             url,
                             "--token",
                             seed.ingest_token,
+                            "--read-token",
+                            seed.read_token,
                         ]
                     ),
                 )
