@@ -14,12 +14,15 @@ from core.errors import Conflict
 from monitoring.checks import policy_for
 from monitoring.models import Alert, AlertKind, AlertState
 from registry.models import ModelVersion, RegisteredModel, VersionStatus
-from retraining.models import ACTIVE_STATES, JobState, RetrainJob, RetrainPolicy, Trigger
+from retraining.models import ACTIVE_STATES, Decision, JobState, RetrainJob, RetrainPolicy, Trigger
 from workers import queues
 
 logger = logging.getLogger(__name__)
 
 RETRAIN_ALERT_KINDS = (AlertKind.ACCURACY_DROP, AlertKind.ESTIMATED_ACCURACY_DROP)
+# An alert whose job failed the gate (or failed) may try again once the retrain cooldown is over:
+# with more post-drift data the next challenger can pass.
+PROMOTED_OR_WAITING = (Decision.PROMOTED, Decision.AWAITING_APPROVAL, Decision.ROLLED_BACK, Decision.REJECTED)
 
 
 class JobAlreadyActive(Conflict):
@@ -83,8 +86,9 @@ def job_cancel(*, job: RetrainJob) -> RetrainJob:
 
 def jobs_from_alerts(*, now: datetime | None = None) -> int:
     """The beat tick: a job for each open accuracy alert whose policy auto-retrains, unless a job
-    is active, the model's retrain cooldown is running, the alert already made one, or the
-    window that raised it is unusable for training."""
+    is active, the model's retrain cooldown is running, the alert already led to a decided
+    challenger (promoted, waiting, rejected or rolled back by a person), or the window that raised
+    it is unusable for training."""
     now = now or timezone.now()
     created = 0
     alerts = Alert.objects.filter(kind__in=RETRAIN_ALERT_KINDS).exclude(state=AlertState.RESOLVED)
@@ -101,8 +105,8 @@ def jobs_from_alerts(*, now: datetime | None = None) -> int:
 def _alert_should_retrain(alert: Alert, now: datetime) -> bool:
     if not policy_for(alert.model).auto_retrain:
         return False
-    if RetrainJob.objects.filter(alert=alert).exists():
-        return False
+    if RetrainJob.objects.filter(alert=alert, decision__in=PROMOTED_OR_WAITING).exists():
+        return False  # this alert already produced a champion (or one waits for approval)
     check = alert.last_check or alert.opened_by
     if check is None or not (check.decisions or {}).get("usable_for_training", False):
         return False

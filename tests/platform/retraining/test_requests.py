@@ -125,13 +125,26 @@ def test_data_drift_alone_starts_no_job() -> None:
 
 
 @pytest.mark.django_db
-def test_one_alert_makes_one_job_even_across_ticks() -> None:
+def test_an_alert_whose_challenger_was_promoted_makes_no_second_job() -> None:
     model = make_model()
     _auto(model)
     _alert(model)
     jobs_from_alerts()
-    RetrainJob.objects.update(state=JobState.SUCCEEDED)
+    RetrainJob.objects.update(state=JobState.SUCCEEDED, decision="promoted")
+    RetrainPolicy.objects.filter(model=model).update(cooldown_minutes=0)
     assert jobs_from_alerts() == 0
+
+
+@pytest.mark.django_db
+def test_an_alert_whose_challenger_failed_the_gate_retries_after_the_cooldown() -> None:
+    model = make_model()
+    _auto(model)
+    _alert(model)
+    jobs_from_alerts()
+    RetrainJob.objects.update(state=JobState.SUCCEEDED, decision="gate_failed")
+    assert jobs_from_alerts() == 0
+    RetrainPolicy.objects.filter(model=model).update(cooldown_minutes=0)
+    assert jobs_from_alerts() == 1
 
 
 @pytest.mark.django_db
