@@ -21,24 +21,13 @@ from monitoring.models import (
     QualityCheck,
 )
 from registry.models import ModelVersion, RegisteredModel, VersionStatus
+from workers.drift.stats import STATTESTS
 
 CHART_CHECKS = 60
 HEATMAP_CHECKS = 30
 TABLE_CHECKS = 50
 PREDICTION_ROW = "prediction"
 MULTIVARIATE_ROW = "all features (multivariate)"
-# Tests whose score is a p-value: drift when the score falls *below* the threshold.
-P_VALUE_METHODS = {
-    "ks",
-    "chisquare",
-    "z",
-    "fisher_exact",
-    "g_test",
-    "anderson",
-    "mannw",
-    "t_test",
-    "cramer_von_mises",
-}
 DECISION_LABELS = {  # kind: (label, short label for tables)
     AlertKind.ACCURACY_DROP: ("accuracy drop", "acc"),
     AlertKind.ESTIMATED_ACCURACY_DROP: ("estimated accuracy drop", "est"),
@@ -47,7 +36,6 @@ DECISION_LABELS = {  # kind: (label, short label for tables)
     AlertKind.MULTIVARIATE_DRIFT: ("multivariate drift", "mv"),
     AlertKind.PREDICTION_DRIFT: ("prediction drift", "pred"),
 }
-LIVE_STATES = (AlertState.OPEN, AlertState.ACKNOWLEDGED)
 
 
 def _num(value: Any) -> float | None:
@@ -280,12 +268,20 @@ def _reference_lines(latest: QualityCheck, policy: MonitoringPolicy) -> list[HLi
 # --- drift ----------------------------------------------------------------------------------
 
 
+def higher_is_drift(column: dict[str, Any]) -> bool | None:
+    """The engine stores it with each column; checks stored before it did name their test."""
+    if column.get("higher_is_drift") is not None:
+        return bool(column["higher_is_drift"])
+    test = STATTESTS.get(str(column.get("method")))
+    return test.higher_is_drift if test else None
+
+
 def drift_ratio(column: dict[str, Any]) -> float | None:
     """How far a score is towards its threshold: 1.0 is the threshold, above it drift."""
     score, threshold = _num(column.get("score")), _num(column.get("threshold"))
     if score is None or threshold is None or threshold <= 0:
         return None
-    if column.get("method") in P_VALUE_METHODS:
+    if higher_is_drift(column) is False:  # a p-value: the smaller, the further past the threshold
         return min(threshold / max(score, 1e-12), 1e3)
     return min(score / threshold, 1e3)
 
@@ -307,7 +303,7 @@ def drift_cell(column: dict[str, Any] | None) -> dict[str, Any]:
     score, threshold = _num(column.get("score")), _num(column.get("threshold"))
     rule = (
         "p-value below threshold = drift"
-        if column.get("method") in P_VALUE_METHODS
+        if higher_is_drift(column) is False
         else "score above threshold = drift"
     )
     title = (

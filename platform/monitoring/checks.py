@@ -5,6 +5,7 @@ compare-and-set; a finished check is never recomputed by the scheduler.
 """
 
 import logging
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -34,7 +35,7 @@ from workers.drift.decisions import Thresholds, decisions_make
 from workers.drift.dle import estimate_mae
 from workers.drift.estimation import estimate_accuracy
 from workers.drift.multivariate import multivariate_drift
-from workers.drift.quality import classification_metrics, label_stats, regression_metrics
+from workers.drift.quality import Metrics, classification_metrics, label_stats, regression_metrics
 
 logger = logging.getLogger(__name__)
 
@@ -209,7 +210,7 @@ def checks_labels_refresh(*, now: datetime | None = None) -> int:
     return sum(check_labels_refresh(check=check) for check in pending)
 
 
-def _metrics(model: RegisteredModel, labelled: pd.DataFrame) -> dict[str, Any]:
+def _metrics(model: RegisteredModel, labelled: pd.DataFrame) -> Metrics:
     if model.is_classification:
         proba = probability_matrix(labelled, list(model.classes))
         return classification_metrics(
@@ -224,7 +225,7 @@ def _per_version(model: RegisteredModel, labelled: pd.DataFrame, min_labels: int
     for version_id, group in labelled.groupby(pd.to_numeric(labelled["version_id"]).fillna(-1)):
         name = f"v{versions[int(version_id)]}" if int(version_id) in versions else "unversioned"
         if len(group) >= min_labels:
-            metrics = _metrics(model, group)
+            metrics: Mapping[str, Any] = _metrics(model, group)
             out[name] = {k: metrics.get(k) for k in ("n", "accuracy", "f1_macro", "mae", "rmse", "r2")}
     return out
 

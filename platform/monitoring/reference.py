@@ -115,7 +115,9 @@ def _baseline(model: RegisteredModel, frame: pd.DataFrame) -> dict[str, Any]:
         return {}
     if model.is_classification:
         proba = probability_matrix(frame, list(model.classes))
-        return classification_metrics(
-            frame[LABEL], frame[PREDICTION], classes=model.classes, probabilities=proba
+        return dict(
+            classification_metrics(
+                frame[LABEL], frame[PREDICTION], classes=model.classes, probabilities=proba
+            )
         )
-    return regression_metrics(frame[LABEL], frame[PREDICTION])
+    return dict(regression_metrics(frame[LABEL], frame[PREDICTION]))

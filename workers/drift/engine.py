@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypedDict, cast
 
 import numpy as np
 import pandas as pd
@@ -32,6 +32,32 @@ from workers.drift.summary import (
     summarize_reference,
 )
 
+
+class ColumnDriftDict(TypedDict):
+    """One column's drift as stored in a check (``QualityCheck.drift["columns"][name]``)."""
+
+    column_type: str
+    method: str | None
+    method_display: str | None
+    score: float | None
+    threshold: float | None
+    drifted: bool
+    n_reference: int
+    n_current: int
+    note: str | None
+    higher_is_drift: bool | None
+
+
+class DriftDict(TypedDict):
+    """A window's data drift as stored in a check (``QualityCheck.drift``)."""
+
+    columns: dict[str, ColumnDriftDict]
+    share: float
+    dataset_drift: bool
+    drift_share: float
+    number_of_drifted_columns: int
+
+
 DEFAULT_DRIFT_SHARE = 0.5  # evidently DataDriftPreset(drift_share=0.5): dataset drift if share >= it
 
 
@@ -48,13 +74,16 @@ class ColumnDrift:
     n_reference: int
     n_current: int
     note: str | None = None
+    # True: a distance, drift at or above the threshold; False: a p-value, drift below it;
+    # None: not tested. Stored with the score, so no reader restates which tests are p-values.
+    higher_is_drift: bool | None = None
 
     @property
     def stattest(self) -> str | None:
         return self.method
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> ColumnDriftDict:
+        return cast(ColumnDriftDict, asdict(self))
 
 
 @dataclass(frozen=True)
@@ -68,7 +97,7 @@ class DriftResult:
     def number_of_drifted_columns(self) -> int:
         return sum(c.drifted for c in self.columns.values())
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> DriftDict:
         """JSON-serialisable (scores are finite floats or None, never NaN)."""
         return {
             "columns": {name: c.to_dict() for name, c in self.columns.items()},
@@ -157,6 +186,7 @@ def column_drift(
         test.drifted(score, threshold),
         summary.n,
         n_current,
+        higher_is_drift=test.higher_is_drift,
     )
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -17,6 +17,56 @@ Z_95 = 1.959963984540054  # two-sided 95% normal quantile
 BOOTSTRAP_RESAMPLES = 200  # enough for a stable 95% interval on a dashboard, cheap per check
 BOOTSTRAP_SEED = 0  # fixed, so re-running a check stores the same interval
 _BOOTSTRAP_CHUNK_ROWS = 2_000_000  # resampled rows materialised at once (regression bootstrap)
+
+
+class ClassMetrics(TypedDict):
+    precision: float
+    recall: float
+    f1: float
+    support: int
+
+
+class ClassificationMetrics(TypedDict):
+    """A check's realised metrics for a classifier (``QualityCheck.metrics``); with no labelled
+    sample only n, accuracy, accuracy_ci and per_class are present."""
+
+    n: int
+    accuracy: float | None
+    accuracy_ci: list[float | None]
+    per_class: dict[str, ClassMetrics]
+    precision_macro: NotRequired[float]
+    recall_macro: NotRequired[float]
+    f1_macro: NotRequired[float]
+    f1_macro_ci: NotRequired[list[float | None]]
+    confusion_matrix: NotRequired[list[list[int]]]
+    roc_auc: NotRequired[float | None]
+    log_loss: NotRequired[float | None]
+
+
+class RegressionMetrics(TypedDict):
+    """A check's realised metrics for a regressor (``QualityCheck.metrics``)."""
+
+    n: int
+    mae: float | None
+    rmse: float | None
+    r2: float | None
+    mae_ci: NotRequired[list[float | None]]
+    rmse_ci: NotRequired[list[float | None]]
+    r2_ci: NotRequired[list[float | None]]
+
+
+class LabelStats(TypedDict):
+    """Label coverage and delay of a window (``QualityCheck.labels``)."""
+
+    n: int
+    n_labelled: int
+    label_coverage: float | None
+    label_delay_median_s: float | None
+    label_delay_p90_s: float | None
+    label_delay_max_s: float | None
+
+
+Metrics = ClassificationMetrics | RegressionMetrics
 
 
 def _json(value: float) -> float | None:
@@ -115,7 +165,7 @@ def classification_metrics(
     probabilities: Any | None = None,
     bootstrap_resamples: int = BOOTSTRAP_RESAMPLES,
     seed: int = BOOTSTRAP_SEED,
-) -> dict[str, Any]:
+) -> ClassificationMetrics:
     """Accuracy (Wilson 95% CI), precision/recall/F1 macro and per class, macro-F1 bootstrap CI,
     and ROC AUC / log loss when ``probabilities`` (n x len(classes), ``classes`` order) are given.
     """
@@ -127,7 +177,7 @@ def classification_metrics(
     confusion = confusion_matrix(true_codes, pred_codes, k)
     precision, recall, f1 = _prf(confusion)
     correct = int(np.trace(confusion))
-    result: dict[str, Any] = {
+    result: ClassificationMetrics = {
         "n": n,
         "accuracy": correct / n,
         "accuracy_ci": wilson_interval(correct, n),
@@ -153,7 +203,7 @@ def _per_class(
     recall: np.ndarray,
     f1: np.ndarray,
     support: np.ndarray,
-) -> dict[str, dict[str, float | int]]:
+) -> dict[str, ClassMetrics]:
     # Keys are strings: JSON object keys must be, and the dashboard shows them as labels.
     return {
         str(c): {"precision": float(p), "recall": float(r), "f1": float(f), "support": int(s)}
@@ -188,7 +238,7 @@ def regression_metrics(
     *,
     bootstrap_resamples: int = BOOTSTRAP_RESAMPLES,
     seed: int = BOOTSTRAP_SEED,
-) -> dict[str, Any]:
+) -> RegressionMetrics:
     """MAE, RMSE, R² with percentile-bootstrap 95% CIs (R² is None for a constant target)."""
     truth, pred = np.asarray(y_true, dtype="float64"), np.asarray(y_pred, dtype="float64")
     if truth.shape != pred.shape:
@@ -212,7 +262,7 @@ def regression_metrics(
     }
 
 
-def label_stats(prediction_times: Any, label_times: Any) -> dict[str, Any]:
+def label_stats(prediction_times: Any, label_times: Any) -> LabelStats:
     """Label coverage and delay of a window: ``label_times`` is NaT where no label arrived yet.
 
     Delays are in seconds (median, p90, max) over the labelled samples; a label may arrive
