@@ -83,3 +83,18 @@ def test_million_row_window_is_linear_work_on_a_summary() -> None:
     summary = summarize_reference(pd.DataFrame({"x": rng.normal(size=20_000)}), {"x": "numerical"})
     current = pd.DataFrame({"x": rng.normal(size=1_000_000)})
     assert not data_drift(summary, current, {"x": "numerical"}).columns["x"].drifted
+
+
+def test_each_tested_column_says_whether_a_higher_score_is_drift() -> None:
+    rng = np.random.default_rng(1)
+    columns: dict[str, ColumnType] = {"small": "numerical", "large": "numerical", "empty": "numerical"}
+    reference = pd.DataFrame(
+        {"small": rng.normal(size=500), "large": rng.normal(size=500), "empty": rng.normal(size=500)}
+    )
+    current = pd.DataFrame({"small": rng.normal(size=300), "large": rng.normal(size=300), "empty": np.nan})
+    big = pd.concat([reference] * 3, ignore_index=True)  # > 1000 rows: a distance, not a p-value
+    p_value = data_drift(summarize_reference(reference, columns), current, columns).to_dict()["columns"]
+    distance = data_drift(summarize_reference(big, columns), current, columns).to_dict()["columns"]
+    assert (p_value["small"]["method"], p_value["small"]["higher_is_drift"]) == ("ks", False)
+    assert (distance["large"]["method"], distance["large"]["higher_is_drift"]) == ("wasserstein", True)
+    assert p_value["empty"]["higher_is_drift"] is None
