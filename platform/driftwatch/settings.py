@@ -288,6 +288,12 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Three models have a `state`: each gets its own enum name in the document.
+    "ENUM_NAME_OVERRIDES": {
+        "CheckStateEnum": "monitoring.models.CheckState",
+        "AlertStateEnum": "monitoring.models.AlertState",
+        "NotificationStateEnum": "monitoring.models.NotificationState",
+    },
 }
 
 # --- Celery -------------------------------------------------------------------------------

@@ -177,20 +177,3 @@ def notifications_create(*, alert: Alert, policy: "MonitoringPolicy", event: str
             created.append(notification)
             enqueue(queues.DELIVER_NOTIFICATION, args=[notification.pk])
     return created
-
-
-def alert_to_dict(alert: Alert) -> dict[str, Any]:
-    return {
-        "id": alert.pk,
-        "model": alert.model.name,
-        "kind": alert.kind,
-        "severity": alert.severity,
-        "state": alert.state,
-        "message": alert.message,
-        "check": alert.opened_by_id,
-        "opened_by_check": alert.opened_by_id,
-        "resolved_by_check": alert.resolved_by_check_id,
-        "opened_at": alert.opened_at.isoformat(),
-        "acknowledged_at": alert.acknowledged_at.isoformat() if alert.acknowledged_at else None,
-        "resolved_at": alert.resolved_at.isoformat() if alert.resolved_at else None,
-    }

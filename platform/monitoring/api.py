@@ -5,74 +5,62 @@ from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
-from rest_framework import serializers
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from core.api import ScopedAPIView, json_body
 from core.audit import audit_record, request_actor
 from core.errors import FieldError, InvalidInput
+from core.serializers import BODY, NAMED, error_responses
 from monitoring import services
-from monitoring.alerts import alert_to_dict
-from monitoring.checks import check_labels_refresh, check_to_dict, quality_check_run
+from monitoring.checks import check_labels_refresh, quality_check_run
 from monitoring.models import Alert, AlertState, CheckState, QualityCheck
-from monitoring.policy import policy_to_dict, policy_update
+from monitoring.policy import policy_update
 from monitoring.selectors import policy_for
+from monitoring.serializers import (
+    AlertOut,
+    CheckIn,
+    CheckOut,
+    CheckRunOut,
+    LabelsIn,
+    LabelsOut,
+    PolicyOut,
+    PolicyPatchIn,
+    PredictionsIn,
+    PredictionsOut,
+)
 from monitoring.validation import offset_problem
 from monitoring.window import WindowSpec, range_window, scheduled_window
 from registry.models import RegisteredModel
 from registry.selectors import model_get
 
 
-class SampleIn(serializers.Serializer):
-    id = serializers.CharField(help_text="unique per model; a retry with the same id is a duplicate")
-    timestamp = serializers.DateTimeField(required=False, help_text="ISO 8601 with offset, or epoch s")
-    features = serializers.DictField()
-    prediction = serializers.JSONField()
-    probabilities = serializers.DictField(child=serializers.FloatField(), required=False)
-    version = serializers.IntegerField(required=False)
-
-
-# A dict of fields, not a class: a field named `label` would shadow Field.label.
-LabelIn = inline_serializer(
-    "Label", {"id": serializers.CharField(), "label": serializers.JSONField()}, many=True
-)
-
-
 class PredictionsView(ScopedAPIView):
     required_scopes = {"POST": "ingest"}
 
     @extend_schema(
-        request=inline_serializer("PredictionsIn", {"samples": SampleIn(many=True)}),
-        responses=inline_serializer(
-            "PredictionsOut",
-            {"accepted": serializers.IntegerField(), "duplicates": serializers.IntegerField()},
-        ),
+        request={"application/json": PredictionsIn},
+        responses={200: PredictionsOut, **error_responses(*NAMED, *BODY, 415, 429)},
     )
     def post(self, request: Request, name: str) -> Response:
         model = model_get(name=name)
         result = services.predictions_ingest(model=model, body=json_body(request))
-        return Response({"accepted": result.accepted, "duplicates": result.duplicates})
+        return Response(PredictionsOut(result).data)
 
 
 class LabelsView(ScopedAPIView):
     required_scopes = {"POST": "ingest"}
 
     @extend_schema(
-        request=inline_serializer(
-            "LabelsIn",
-            {"labels": LabelIn},
-        ),
-        responses=inline_serializer(
-            "LabelsOut",
-            {"matched": serializers.IntegerField(), "pending": serializers.IntegerField()},
-        ),
+        request={"application/json": LabelsIn},
+        responses={200: LabelsOut, **error_responses(*NAMED, *BODY, 415, 429)},
     )
     def post(self, request: Request, name: str) -> Response:
         model = model_get(name=name)
         result = services.labels_ingest(model=model, body=json_body(request))
-        return Response({"matched": result.matched, "pending": result.pending})
+        return Response(LabelsOut(result).data)
 
 
 def _parse_time(value: str | None, field: str) -> datetime | None:
@@ -125,7 +113,13 @@ class ChecksView(ScopedAPIView):
 
     required_scopes = {"GET": "read", "POST": "ingest"}
 
-    @extend_schema(parameters=[OpenApiParameter("start", str), OpenApiParameter("end", str)])
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("start", OpenApiTypes.DATETIME, description="window ends at or after"),
+            OpenApiParameter("end", OpenApiTypes.DATETIME, description="window ends at or before"),
+        ],
+        responses={200: CheckOut(many=True), **error_responses(400, *NAMED)},
+    )
     def get(self, request: Request, name: str) -> Response:
         model = model_get(name=name)
         start = _parse_time(request.query_params.get("start"), "start")
@@ -137,16 +131,15 @@ class ChecksView(ScopedAPIView):
             checks = checks.filter(window_end__gte=start)
         if end:
             checks = checks.filter(window_end__lte=end)
-        return Response([check_to_dict(c) for c in checks[:1000]])
+        return Response(CheckOut(checks[:1000], many=True).data)
 
     @extend_schema(
-        request=inline_serializer(
-            "CheckIn",
-            {
-                "start": serializers.DateTimeField(required=False),
-                "end": serializers.DateTimeField(required=False),
-            },
-        )
+        request={"application/json": CheckIn},
+        responses={
+            201: OpenApiResponse(CheckRunOut, description="a new check"),
+            200: OpenApiResponse(CheckRunOut, description="that window was checked already"),
+            **error_responses(*NAMED, *BODY, 415, 429),
+        },
     )
     def post(self, request: Request, name: str) -> Response:
         model = model_get(name=name)
@@ -163,17 +156,16 @@ class ChecksView(ScopedAPIView):
             check = ran
             audit_record(actor=request_actor(request), action="check.run", target=check)
         check.refresh_from_db()
-        body = check_to_dict(check) | {
-            "alerts_opened": [alert_to_dict(a) for a in Alert.objects.filter(opened_by=check)],
-            "alerts_resolved": [alert_to_dict(a) for a in Alert.objects.filter(resolved_by_check=check)],
-        }
-        return Response(body, status=200 if existing is not None else 201)
+        return Response(CheckRunOut(check).data, status=200 if existing is not None else 201)
 
 
 class AlertsView(ScopedAPIView):
     required_scopes = {"GET": "read"}
 
-    @extend_schema(parameters=[OpenApiParameter("state", str, enum=AlertState.values)])
+    @extend_schema(
+        parameters=[OpenApiParameter("state", str, enum=AlertState.values)],
+        responses={200: AlertOut(many=True), **error_responses(400, *NAMED)},
+    )
     def get(self, request: Request, name: str) -> Response:
         alerts = Alert.objects.filter(model=model_get(name=name)).select_related("model")
         state = request.query_params.get("state")
@@ -182,15 +174,20 @@ class AlertsView(ScopedAPIView):
                 message = f"must be one of {', '.join(AlertState.values)}"
                 raise InvalidInput([FieldError(None, "state", message)])
             alerts = alerts.filter(state=state)
-        return Response([alert_to_dict(a) for a in alerts[:1000]])
+        return Response(AlertOut(alerts[:1000], many=True).data)
 
 
 class PolicyView(ScopedAPIView):
     required_scopes = {"GET": "read", "PATCH": "admin"}
 
+    @extend_schema(responses={200: PolicyOut, **error_responses(*NAMED)})
     def get(self, request: Request, name: str) -> Response:
-        return Response(policy_to_dict(policy_for(model_get(name=name))))
+        return Response(PolicyOut(policy_for(model_get(name=name))).data)
 
+    @extend_schema(
+        request={"application/json": PolicyPatchIn},
+        responses={200: PolicyOut, **error_responses(*NAMED, *BODY, 415)},
+    )
     def patch(self, request: Request, name: str) -> Response:
         policy = policy_for(model_get(name=name))
         changes = json_body(request)
@@ -202,4 +199,4 @@ class PolicyView(ScopedAPIView):
                 target=policy,
                 details={"changes": changes},
             )
-        return Response(policy_to_dict(policy))
+        return Response(PolicyOut(policy).data)

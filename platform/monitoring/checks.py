@@ -283,33 +283,3 @@ def thresholds_for(policy: MonitoringPolicy, reference: ReferenceState | None) -
         baseline=_baseline_value(policy, reference),
         estimate_baseline=float(expected) if policy.metric in ESTIMATED_METRICS and expected else None,
     )
-
-
-def check_to_dict(check: QualityCheck) -> dict[str, Any]:
-    return {
-        "id": check.pk,
-        "model": check.model.name,
-        "version": check.version.version if check.version_id and check.version else None,
-        "window": {
-            "spec": check.window_spec,
-            "start": check.window_start.isoformat(),
-            "end": check.window_end.isoformat(),
-        },
-        "state": check.state,
-        "n_samples": check.n_samples,
-        "n_labelled": check.n_labelled,
-        "metrics": check.metrics,
-        "estimated": check.estimated,
-        "per_version": check.per_version,
-        "labels": check.labels,
-        "drift": check.drift,
-        "prediction_drift": check.prediction_drift,
-        "data_quality": check.data_quality,
-        "decisions": check.decisions,
-        "error": check.error or None,
-        "started_at": check.started_at.isoformat(),
-        "finished_at": check.finished_at.isoformat() if check.finished_at else None,
-        # When the numbers were computed, and when the realised side last caught up with labels.
-        "computed_at": check.finished_at.isoformat() if check.finished_at else None,
-        "labels_refreshed_at": check.labels_refreshed_at.isoformat() if check.labels_refreshed_at else None,
-    }

@@ -14,9 +14,9 @@ from django.db.models import Q
 from django.utils import timezone
 
 from core.enqueue import enqueue
-from monitoring.alerts import alert_to_dict
 from monitoring.models import Notification, NotificationState
 from monitoring.selectors import policy_for
+from monitoring.serializers import AlertOut
 from workers import queues
 
 MAX_ATTEMPTS = 6  # the first try and the task's 5 retries
@@ -36,7 +36,7 @@ def webhook_signature(secret: str, timestamp: str, body: bytes) -> str:
 
 
 def _payload(notification: Notification) -> dict[str, Any]:
-    return {"event": notification.event, "alert": alert_to_dict(notification.alert)}
+    return {"event": notification.event, "alert": AlertOut(notification.alert).data}
 
 
 def _send_webhook(notification: Notification, secret: str) -> None:

@@ -129,7 +129,3 @@ def policy_update(*, policy: "MonitoringPolicy", changes: Any) -> "MonitoringPol
         raise InvalidInput(errors)
     policy.save()
     return policy
-
-
-def policy_to_dict(policy: "MonitoringPolicy") -> dict[str, Any]:
-    return {f: getattr(policy, f) for f in POLICY_FIELDS}

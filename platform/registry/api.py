@@ -5,84 +5,58 @@ from typing import Any
 
 from django.core.files.base import ContentFile
 from django.db import transaction
-from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
-from rest_framework import serializers, status
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from core.api import ScopedAPIView, json_body
 from core.audit import audit_record, request_actor
 from core.errors import FieldError, InvalidInput
+from core.serializers import AUTH, BODY, NAMED, error_responses
 from core.text import first_bad_string
 from registry import selectors, services
 from registry.models import ModelVersion, RegisteredModel
 from registry.reference import csv_to_rows
 from registry.schema import model_schema
-
-
-class FeatureSerializer(serializers.Serializer):
-    name = serializers.CharField()
-    type = serializers.ChoiceField(["numerical", "categorical"])
-
-
-ModelIn = inline_serializer(
-    "ModelIn",
-    {
-        "name": serializers.CharField(),
-        "task": serializers.ChoiceField(["classification", "regression"]),
-        "features": FeatureSerializer(many=True),
-        "classes": serializers.ListField(child=serializers.CharField(), required=False),
-        "description": serializers.CharField(required=False),
-    },
+from registry.serializers import (
+    ModelIn,
+    ModelOut,
+    ReferenceFileIn,
+    ReferenceIn,
+    ReferenceOut,
+    VersionIn,
+    VersionOut,
 )
-
-
-class ModelOut(serializers.Serializer):
-    name = serializers.CharField()
-    task = serializers.CharField()
-    features = FeatureSerializer(many=True)
-    classes = serializers.ListField()
-    champion = serializers.IntegerField(allow_null=True)
-    samples = serializers.IntegerField()
-    labels = serializers.IntegerField()
 
 
 class ModelListView(ScopedAPIView):
     required_scopes = {"GET": "read", "POST": "ingest"}
 
-    @extend_schema(responses=ModelOut(many=True))
+    @extend_schema(responses={200: ModelOut(many=True), **error_responses(*AUTH)})
     def get(self, request: Request) -> Response:
-        return Response([selectors.model_detail(model=m) for m in RegisteredModel.objects.all()])
+        details = [selectors.model_detail(model=m) for m in RegisteredModel.objects.all()]
+        return Response(ModelOut(details, many=True).data)
 
     @extend_schema(
-        request=ModelIn,
-        responses={201: ModelOut, 400: OpenApiResponse(description="invalid schema")},
+        request={"application/json": ModelIn},
+        responses={201: ModelOut, **error_responses(*AUTH, *BODY, 415)},
     )
     def post(self, request: Request) -> Response:
         data = json_body(request)
         with transaction.atomic():
             model = services.model_register(data=data)
             audit_record(actor=request_actor(request), action="model.register", target=model)
-        return Response(selectors.model_detail(model=model), status=status.HTTP_201_CREATED)
+        return Response(ModelOut(selectors.model_detail(model=model)).data, status=status.HTTP_201_CREATED)
 
 
 class ModelDetailView(ScopedAPIView):
     required_scopes = {"GET": "read"}
 
-    @extend_schema(responses=ModelOut)
+    @extend_schema(responses={200: ModelOut, **error_responses(*NAMED)})
     def get(self, request: Request, name: str) -> Response:
-        return Response(selectors.model_detail(model=selectors.model_get(name=name)))
-
-
-ReferenceIn = inline_serializer(
-    "ReferenceIn",
-    {
-        "rows": serializers.ListField(
-            child=serializers.DictField(),
-            help_text="{features, label, prediction?, probabilities?}",
-        )
-    },
-)
+        return Response(ModelOut(selectors.model_detail(model=selectors.model_get(name=name))).data)
 
 
 class ReferenceView(ScopedAPIView):
@@ -91,17 +65,12 @@ class ReferenceView(ScopedAPIView):
     required_scopes = {"POST": "ingest"}
 
     @extend_schema(
-        request=ReferenceIn,
-        responses={
-            201: inline_serializer(
-                "ReferenceOut",
-                {
-                    "id": serializers.IntegerField(),
-                    "rows": serializers.IntegerField(),
-                    "warnings": serializers.ListField(child=serializers.CharField()),
-                },
-            )
+        request={
+            "application/json": ReferenceIn,
+            "text/csv": OpenApiTypes.STR,
+            "multipart/form-data": ReferenceFileIn,
         },
+        responses={201: ReferenceOut, **error_responses(*NAMED, *BODY, 415)},
     )
     def post(self, request: Request, name: str) -> Response:
         model = selectors.model_get(name=name)
@@ -115,9 +84,8 @@ class ReferenceView(ScopedAPIView):
                 details={"reference": reference.pk, "rows": reference.rows},
             )
         warnings = services.reference_warnings(model=model, reference=reference)
-        return Response(
-            {"id": reference.pk, "rows": reference.rows, "warnings": warnings}, status=status.HTTP_201_CREATED
-        )
+        body = {"id": reference.pk, "rows": reference.rows, "warnings": warnings}
+        return Response(ReferenceOut(body).data, status=status.HTTP_201_CREATED)
 
 
 def _reference_rows(request: Request, model: RegisteredModel) -> list[Any]:
@@ -142,27 +110,21 @@ def _decode(raw: bytes) -> str:
         raise InvalidInput([FieldError(None, "file", "CSV must be UTF-8")]) from None
 
 
-VersionIn = inline_serializer(
-    "VersionIn",
-    {
-        "artifact": serializers.FileField(required=False),
-        "metrics": serializers.JSONField(required=False),
-        "config": serializers.JSONField(required=False, help_text="how to build and train it"),
-        "champion": serializers.BooleanField(required=False),
-    },
-)
-
-
 class VersionListView(ScopedAPIView):
     """A version as multipart (artifact file + JSON fields) or as a JSON body without artifact."""
 
     required_scopes = {"GET": "read", "POST": "ingest"}
 
+    @extend_schema(responses={200: VersionOut(many=True), **error_responses(*NAMED)})
     def get(self, request: Request, name: str) -> Response:
         model = selectors.model_get(name=name)
-        return Response([v.summary() for v in ModelVersion.objects.filter(model=model)])
+        versions = ModelVersion.objects.filter(model=model).select_related("parent")
+        return Response(VersionOut(versions, many=True).data)
 
-    @extend_schema(request={"multipart/form-data": VersionIn, "application/json": VersionIn})
+    @extend_schema(
+        request={"multipart/form-data": VersionIn, "application/json": VersionIn},
+        responses={201: VersionOut, **error_responses(*NAMED, *BODY, 415)},
+    )
     def post(self, request: Request, name: str) -> Response:
         model = selectors.model_get(name=name)
         fields = _version_fields(request)
@@ -175,7 +137,7 @@ class VersionListView(ScopedAPIView):
                 target=model,
                 details={"version": version.version, "status": version.status},
             )
-        return Response(version.summary(), status=status.HTTP_201_CREATED)
+        return Response(VersionOut(version).data, status=status.HTTP_201_CREATED)
 
 
 def _version_fields(request: Request) -> dict[str, Any]:

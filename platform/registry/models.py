@@ -1,7 +1,6 @@
 """Registered models, their versions (champion/challenger lineage) and reference datasets."""
 
 import re
-from typing import Any
 
 from django.core.validators import RegexValidator
 from django.db import models
@@ -89,20 +88,6 @@ class ModelVersion(models.Model):
 
     def __str__(self) -> str:
         return f"{self.model.name} v{self.version} ({self.status})"
-
-    def summary(self) -> dict[str, Any]:
-        return {
-            "version": self.version,
-            "status": self.status,
-            "metrics": self.metrics,
-            "config": self.config,
-            "artifact": self.artifact.name or None,
-            "artifact_sha256": self.artifact_sha256 or None,
-            "parent": self.parent.version if self.parent_id and self.parent else None,
-            "source": self.source,
-            "created_at": self.created_at.isoformat() if self.created_at else None,
-            "promoted_at": self.promoted_at.isoformat() if self.promoted_at else None,
-        }
 
 
 def reference_path(instance: "ReferenceDataset", filename: str) -> str:

@@ -1,5 +1,7 @@
 """Reads for the registry."""
 
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.http import Http404
@@ -22,20 +24,43 @@ def active_reference_get(*, model: RegisteredModel) -> ReferenceDataset | None:
     return ReferenceDataset.objects.filter(model=model, is_active=True).first()
 
 
-def model_detail(*, model: RegisteredModel) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ReferenceBrief:
+    id: int
+    rows: int
+
+
+@dataclass(frozen=True)
+class ModelDetail:
+    """A model with its counts, as registry.serializers.ModelOut renders it."""
+
+    name: str
+    task: str
+    features: list[dict[str, str]]
+    classes: list[Any]
+    description: str
+    created_at: datetime
+    champion: int | None
+    versions: int
+    reference: ReferenceBrief | None
+    samples: int
+    labels: int
+
+
+def model_detail(*, model: RegisteredModel) -> ModelDetail:
     champion = champion_get(model=model)
     reference = active_reference_get(model=model)
-    return {
-        "name": model.name,
-        "task": model.task,
-        "features": model.features,
-        "classes": model.classes,
-        "description": model.description,
-        "created_at": model.created_at.isoformat(),
-        "champion": champion.version if champion else None,
-        "versions": ModelVersion.objects.filter(model=model).count(),
-        "reference": {"id": reference.pk, "rows": reference.rows} if reference else None,
+    return ModelDetail(
+        name=model.name,
+        task=model.task,
+        features=model.features,
+        classes=model.classes,
+        description=model.description,
+        created_at=model.created_at,
+        champion=champion.version if champion else None,
+        versions=ModelVersion.objects.filter(model=model).count(),
+        reference=ReferenceBrief(id=reference.pk, rows=reference.rows) if reference else None,
         # Counted through the reverse relations monitoring declares: registry never imports it.
-        "samples": model.samples.count(),
-        "labels": model.labels.count(),
-    }
+        samples=model.samples.count(),
+        labels=model.labels.count(),
+    )

@@ -3,8 +3,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.utils import timezone
 
-from monitoring.checks import check_to_dict, quality_check_run
+from monitoring.checks import quality_check_run
 from monitoring.models import Alert, CheckState, MonitoringPolicy, QualityCheck
+from monitoring.serializers import CheckOut
 from monitoring.window import range_window, scheduled_window
 from tests.platform.monitoring.factories import monitored_model, rows, send
 
@@ -37,8 +38,8 @@ def test_check_stores_metrics_estimate_drift_and_label_stats() -> None:
 def test_rerunning_a_check_for_the_same_window_changes_nothing() -> None:
     model = monitored_model()
     send(model, rows(500, seed=2), start=T0, prefix="a")
-    first = check_to_dict(run_check(model, T0 + timedelta(hours=1)))
-    second = check_to_dict(run_check(model, T0 + timedelta(hours=1)))
+    first = CheckOut(run_check(model, T0 + timedelta(hours=1))).data
+    second = CheckOut(run_check(model, T0 + timedelta(hours=1))).data
     assert first == second
     assert QualityCheck.objects.count() == 1
 
