@@ -41,7 +41,7 @@ class ModelListView(ScopedAPIView):
 
     @extend_schema(
         request={"application/json": ModelIn},
-        responses={201: ModelOut, **error_responses(*AUTH, *BODY, 415)},
+        responses={201: ModelOut, **error_responses(*AUTH, *BODY, 415, 429)},
     )
     def post(self, request: Request) -> Response:
         data = json_body(request)
@@ -70,7 +70,7 @@ class ReferenceView(ScopedAPIView):
             "text/csv": OpenApiTypes.STR,
             "multipart/form-data": ReferenceFileIn,
         },
-        responses={201: ReferenceOut, **error_responses(*NAMED, *BODY, 415)},
+        responses={201: ReferenceOut, **error_responses(*NAMED, *BODY, 415, 429)},
     )
     def post(self, request: Request, name: str) -> Response:
         model = selectors.model_get(name=name)
@@ -123,7 +123,7 @@ class VersionListView(ScopedAPIView):
 
     @extend_schema(
         request={"multipart/form-data": VersionIn, "application/json": VersionIn},
-        responses={201: VersionOut, **error_responses(*NAMED, *BODY, 415)},
+        responses={201: VersionOut, **error_responses(*NAMED, *BODY, 415, 429)},
     )
     def post(self, request: Request, name: str) -> Response:
         model = selectors.model_get(name=name)
