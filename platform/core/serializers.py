@@ -42,13 +42,16 @@ ERRORS = {
     404: "No model of that name.",
     411: "A chunked body without Content-Length.",
     413: "The body is larger than DRIFTWATCH_MAX_REQUEST_BYTES.",
+    409: "The request conflicts with the current state.",
     415: "The body is not application/json.",
     429: "Over the token's ingestion rate; Retry-After says when to try again.",
 }
 
 
-def error_responses(*codes: int) -> dict[int, OpenApiResponse]:
-    return {code: OpenApiResponse(ErrorOut, description=ERRORS[code]) for code in codes}
+def error_responses(*codes: int, notes: dict[int, str] | None = None) -> dict[int, OpenApiResponse]:
+    """The ErrorOut responses for `codes`; `notes` replaces a code's generic description."""
+    notes = notes or {}
+    return {code: OpenApiResponse(ErrorOut, description=notes.get(code, ERRORS[code])) for code in codes}
 
 
 # The errors any endpoint may answer, by what it takes: a token always; a model name in the

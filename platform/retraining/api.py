@@ -3,6 +3,7 @@
 from typing import Any
 
 from django.http import FileResponse, HttpResponseBase
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import NotFound
@@ -10,9 +11,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from core.api import ScopedAPIView
+from core.serializers import AUTH, NAMED, error_responses
 from registry.selectors import model_get
+from registry.serializers import VersionOut
 from retraining import promotion, requests, selectors
 from retraining.models import Trigger
+
+NO_JOB = {404: "no retrain job with that id"}
 
 
 class RetrainJobOut(serializers.Serializer):
@@ -58,7 +63,8 @@ class RetrainView(ScopedAPIView):
     required_scopes = {"POST": "admin"}
 
     @extend_schema(
-        request=None, responses={202: RetrainJobOut, 409: OpenApiResponse(description="a job is active")}
+        request=None,
+        responses={202: RetrainJobOut, **error_responses(*NAMED, 409, notes={409: "a job is active"})},
     )
     def post(self, request: Request, name: str) -> Response:
         job = requests.job_request(model=model_get(name=name), trigger=Trigger.API, requested_by=request.user)
@@ -68,7 +74,7 @@ class RetrainView(ScopedAPIView):
 class ModelJobsView(ScopedAPIView):
     required_scopes = {"GET": "read"}
 
-    @extend_schema(responses=RetrainJobOut(many=True))
+    @extend_schema(responses={200: RetrainJobOut(many=True), **error_responses(*NAMED)})
     def get(self, request: Request, name: str) -> Response:
         jobs = selectors.jobs_for_model(model=model_get(name=name))
         return Response(RetrainJobOut([selectors.job_detail(job=j) for j in jobs], many=True).data)
@@ -77,7 +83,7 @@ class ModelJobsView(ScopedAPIView):
 class JobView(ScopedAPIView):
     required_scopes = {"GET": "read"}
 
-    @extend_schema(responses=RetrainJobOut)
+    @extend_schema(responses={200: RetrainJobOut, **error_responses(*AUTH, 404, notes=NO_JOB)})
     def get(self, request: Request, job_id: int) -> Response:
         return _job_response(selectors.job_get(job_id=job_id))
 
@@ -88,7 +94,10 @@ class JobActionView(ScopedAPIView):
     required_scopes = {"POST": "admin"}
     action = ""
 
-    @extend_schema(request=None, responses={200: RetrainJobOut, 409: OpenApiResponse(description="not now")})
+    @extend_schema(
+        request=None,
+        responses={200: RetrainJobOut, **error_responses(*AUTH, 404, 409, notes={**NO_JOB, 409: "not now"})},
+    )
     def post(self, request: Request, job_id: int) -> Response:
         job = selectors.job_get(job_id=job_id)
         if self.action == "cancel":
@@ -100,6 +109,16 @@ class JobActionView(ScopedAPIView):
         else:
             job = promotion.job_rollback(job=job, user=request.user)
         return _job_response(selectors.job_get(job_id=job.pk))
+
+
+class JobCancelView(JobActionView):
+    """Cancel: a queued job stops at once, a working one at its next heartbeat; idempotent."""
+
+    action = "cancel"
+
+    @extend_schema(request=None, responses={200: RetrainJobOut, **error_responses(*AUTH, 404, notes=NO_JOB)})
+    def post(self, request: Request, job_id: int) -> Response:
+        return super().post(request, job_id)
 
 
 class ChampionOut(serializers.Serializer):
@@ -118,12 +137,14 @@ class ChampionView(ScopedAPIView):
 
     required_scopes = {"GET": "read"}
 
-    @extend_schema(responses=ChampionOut)
+    @extend_schema(
+        responses={200: ChampionOut, **error_responses(*NAMED, notes={404: "no such model, or no champion"})}
+    )
     def get(self, request: Request, name: str) -> Response:
         champion = selectors.champion_get(model=model_get(name=name))
         if champion is None:
             raise NotFound(f"model {name!r} has no champion")
-        summary = champion.summary()
+        summary = dict(VersionOut(champion).data)
         summary["recipe"] = champion.config.get("recipe")
         summary["parent_version"] = summary.pop("parent")
         summary["made_by"] = summary.pop("source")
@@ -135,13 +156,22 @@ class ChampionArtifactView(ScopedAPIView):
 
     required_scopes = {"GET": "read"}
 
-    @extend_schema(responses={(200, "application/octet-stream"): OpenApiResponse(description="the artifact")})
+    @extend_schema(
+        responses={
+            (200, "application/octet-stream"): OpenApiResponse(
+                OpenApiTypes.BINARY, description="the artifact"
+            ),
+            **error_responses(*NAMED, notes={404: "no such model, or no champion artifact"}),
+        }
+    )
     def get(self, request: Request, name: str) -> HttpResponseBase:
         champion = selectors.champion_get(model=model_get(name=name))
         if champion is None or not champion.artifact:
             raise NotFound(f"model {name!r} has no champion artifact")
+        # The documented type: guessing from the name would call a .pt file a SNES page table.
         response = FileResponse(champion.artifact.open("rb"), as_attachment=True,
-                                filename=str(champion.artifact.name).rsplit("/", 1)[-1])  # fmt: skip
+                                filename=str(champion.artifact.name).rsplit("/", 1)[-1],
+                                content_type="application/octet-stream")  # fmt: skip
         response["X-Driftwatch-Version"] = str(champion.version)
         response["X-Driftwatch-Sha256"] = champion.artifact_sha256
         return response

@@ -3,14 +3,13 @@
 from typing import Any
 
 from django.db.models import QuerySet
+from rest_framework.exceptions import NotFound
 
 from registry.models import ModelVersion, RegisteredModel, VersionStatus
 from retraining.models import RetrainJob
 
 
 def job_get(*, job_id: int) -> RetrainJob:
-    from rest_framework.exceptions import NotFound
-
     job = RetrainJob.objects.select_related("model", "result_version", "champion").filter(pk=job_id).first()
     if job is None:
         raise NotFound(f"no retrain job #{job_id}")

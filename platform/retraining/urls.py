@@ -12,12 +12,13 @@ urlpatterns = [
         name="api-champion-artifact",
     ),
     path("retrain-jobs/<int:job_id>", api.JobView.as_view(), name="api-retrain-job"),
+    path("retrain-jobs/<int:job_id>/cancel", api.JobCancelView.as_view(), name="api-retrain-cancel"),
     *[
         path(
             f"retrain-jobs/<int:job_id>/{action}",
             api.JobActionView.as_view(action=action),
             name=f"api-retrain-{action}",
         )
-        for action in ("cancel", "approve", "reject", "rollback")
+        for action in ("approve", "reject", "rollback")
     ],
 ]

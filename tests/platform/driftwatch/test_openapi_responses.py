@@ -29,7 +29,9 @@ class ApiUnderTest:
     def __init__(self, schema: dict[str, Any], settings: Any) -> None:
         self.schema = schema
         self.settings = settings
+        self.components = schema["components"]["schemas"]
         self.answered: set[Call] = set()
+        self.job_id = 0
         self.client = self.token_client(scope="admin")
 
     @staticmethod
@@ -47,12 +49,14 @@ class ApiUnderTest:
         *,
         client: Client | None = None,
         name: str = NAME,
+        job_id: int | None = None,
         body: Any = None,
         content_type: str = "application/json",
         query: str = "",
         **extra: Any,
     ) -> Any:
-        url = "/api/v1" + template.replace("{name}", name) + query
+        job = str(job_id if job_id is not None else self.job_id)
+        url = "/api/v1" + template.replace("{name}", name).replace("{job_id}", job) + query
         client = client or self.client
         if method == "get":
             response = client.get(url, **extra)
@@ -64,10 +68,13 @@ class ApiUnderTest:
         assert response.status_code == status, (method, url, response.content[:500])
         documented = self.schema["paths"]["/api/v1" + template][method]["responses"]
         assert str(status) in documented, f"{method.upper()} {template} answered an undocumented {status}"
-        body_schema = documented[str(status)]["content"]["application/json"]["schema"]
-        payload = response.json()
-        jsonschema.validate(payload, json_schema(body_schema, self.schema["components"]["schemas"]))
         self.answered.add((method, template, status))
+        content = documented[str(status)]["content"]
+        if "application/json" not in content:  # a file: its documented media type
+            assert response["Content-Type"] in content, (template, response["Content-Type"])
+            return None
+        payload = response.json()
+        jsonschema.validate(payload, json_schema(content["application/json"]["schema"], self.components))
         return payload
 
     def documented(self) -> set[Call]:
@@ -144,7 +151,7 @@ def answer_successes(api: ApiUnderTest) -> None:
         body={"metrics": {"accuracy": 0.9}, "champion": True},
     )
     artifact = SimpleUploadedFile("model.pt", b"weights", content_type="application/octet-stream")
-    form = {"artifact": artifact, "config": '{"epochs": 3}'}
+    form = {"artifact": artifact, "config": '{"epochs": 3}', "champion": "true"}
     api.call("post", "/models/{name}/versions", 201, name=NEW, body=form, content_type="multipart/form-data")
     api.call("get", "/models/{name}/versions", 200, name=NEW)
     sample = {"id": "s1", "features": {"x1": 0.1, "x2": 0.2, "segment": "a"}, "prediction": 1}
@@ -158,6 +165,28 @@ def answer_successes(api: ApiUnderTest) -> None:
     api.call("get", "/models/{name}/alerts", 200)
     api.call("get", "/models/{name}/policy", 200)
     api.call("patch", "/models/{name}/policy", 200, body={"tolerance": 0.05})
+    answer_retraining(api)
+
+
+def answer_retraining(api: ApiUnderTest) -> None:
+    api.call("get", "/models/{name}/champion", 200, name=NEW)
+    api.call("get", "/models/{name}/champion/artifact", 200, name=NEW)
+    api.job_id = api.call("post", "/models/{name}/retrain", 202, name=NEW)["id"]
+    api.call("post", "/models/{name}/retrain", 409, name=NEW)
+    api.call("get", "/models/{name}/retrain-jobs", 200, name=NEW)
+    api.call("get", "/retrain-jobs/{job_id}", 200)
+    for action in ("approve", "reject", "rollback"):
+        api.call("post", f"/retrain-jobs/{{job_id}}/{action}", 409)  # a queued job: nothing to decide
+    api.call("post", "/retrain-jobs/{job_id}/cancel", 200)
+    api.call("post", "/retrain-jobs/{job_id}/cancel", 200)  # idempotent
+
+
+# Needs a finished training job awaiting a decision: tests/platform/retraining covers them.
+NOT_ANSWERED_HERE = {
+    ("post", "/retrain-jobs/{job_id}/approve", 200),
+    ("post", "/retrain-jobs/{job_id}/reject", 200),
+    ("post", "/retrain-jobs/{job_id}/rollback", 200),
+}
 
 
 BAD_REQUESTS: dict[tuple[str, str], dict[str, Any]] = {
@@ -182,13 +211,13 @@ def answer_errors(api: ApiUnderTest, method: str, template: str, statuses: set[i
         403: lambda: api.call(
             method, template, 403, client=api.token_client(scope="admin", model_names=["other"])
         ),
-        404: lambda: api.call(method, template, 404, name="no-such-model"),
+        404: lambda: api.call(method, template, 404, name="no-such-model", job_id=999_999),
         411: lambda: api.call(method, template, 411, body=b"", HTTP_TRANSFER_ENCODING="chunked"),
         413: lambda: too_large(api, method, template),
         415: lambda: api.call(method, template, 415, body="rows", content_type="text/plain"),
         429: lambda: over_the_rate(api, method, template, bad),
     }
-    for status in sorted(statuses):
+    for status in sorted(statuses - {409}):  # 409s are answered with the successes
         provoke[status]()
 
 
@@ -213,7 +242,7 @@ def test_every_documented_response_is_what_the_endpoint_returns(api: ApiUnderTes
     for method, template in sorted({(m, p) for m, p, _ in documented}):
         errors = {s for m, p, s in documented if (m, p) == (method, template) and s >= 400}
         answer_errors(api, method, template, errors)
-    assert api.answered == documented
+    assert api.answered == documented - NOT_ANSWERED_HERE
 
 
 def test_the_schema_generates_without_warnings_and_validates(db: None, tmp_path: Any) -> None:
