@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, TypedDict, cast
+from typing import Any, NotRequired, TypedDict, cast
 
 import numpy as np
 import pandas as pd
 
+from workers.drift.multivariate import MultivariateDriftDict
 from workers.drift.stats import (
     DISCRETE_MAX_UNIQUE,
     KS,
@@ -56,6 +57,7 @@ class DriftDict(TypedDict):
     dataset_drift: bool
     drift_share: float
     number_of_drifted_columns: int
+    multivariate: NotRequired[MultivariateDriftDict]  # added by the check when the reference has one
 
 
 DEFAULT_DRIFT_SHARE = 0.5  # evidently DataDriftPreset(drift_share=0.5): dataset drift if share >= it

@@ -13,7 +13,7 @@ dependence between neighbouring rows in the band).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 import pandas as pd
@@ -103,7 +103,20 @@ def fit_pca_drift(reference: pd.DataFrame, column_types: dict[str, str]) -> PcaD
     )
 
 
-def multivariate_drift(model: PcaDrift, frame: pd.DataFrame) -> dict[str, Any]:
+class MultivariateDriftDict(TypedDict):
+    """Stored as ``QualityCheck.drift["multivariate"]``."""
+
+    method: str
+    score: float
+    reference: float
+    threshold: float
+    band: list[float]
+    components: int
+    columns: list[str]
+    drifted: bool
+
+
+def multivariate_drift(model: PcaDrift, frame: pd.DataFrame) -> MultivariateDriftDict:
     """The window's mean reconstruction error, its alarm band and the decision."""
     value = float(model.errors(frame).mean())
     low, high = model.band(len(frame))
