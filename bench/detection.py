@@ -252,6 +252,7 @@ def django_setup(var_dir: str) -> None:
     from django.core.management import call_command
 
     logging.getLogger("monitoring.sequential").setLevel(logging.WARNING)  # a line per check
+    logging.getLogger("core.audit").setLevel(logging.WARNING)  # a line per policy edit
     call_command("migrate", interactive=False, verbosity=0)
 
 
