@@ -232,14 +232,137 @@ def vgg_small(classes: int = 10) -> nn.Module:
     return _Classifier(nn.Sequential(*layers))
 
 
+# -- transposed, grouped and dilated convolutions --------------------------------------------------
+class ConvAutoencoder(nn.Module):
+    """Strided Conv2d encoder, ConvTranspose2d decoder back to the image (MSE on the input)."""
+
+    def __init__(self, base: int = 32) -> None:
+        super().__init__()
+        self.enc = nn.Sequential(
+            nn.Conv2d(3, base, 4, 2, 1),
+            nn.ReLU(),
+            nn.Conv2d(base, base * 2, 4, 2, 1),
+            nn.BatchNorm2d(base * 2),
+            nn.ReLU(),
+            nn.Conv2d(base * 2, base * 4, 4, 2, 1),
+            nn.ReLU(),
+        )
+        self.dec = nn.Sequential(
+            nn.ConvTranspose2d(base * 4, base * 2, 4, 2, 1),
+            nn.BatchNorm2d(base * 2),
+            nn.ReLU(),
+            nn.ConvTranspose2d(base * 2, base, 4, 2, 1),
+            nn.ReLU(),
+            nn.ConvTranspose2d(base, 3, 4, 2, 1),
+            nn.Sigmoid(),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.dec(self.enc(x))
+
+
+def _reconstruct(out: Any, batch: Any) -> torch.Tensor:
+    return F.mse_loss(out, batch)
+
+
+def _autoencoder_images(bs: int) -> Any:
+    return torch.rand(bs, 3, 64, 64)
+
+
+class SignalAutoencoder(nn.Module):
+    """Conv1d encoder, ConvTranspose1d decoder (kernel 2/stride 2 and kernel 4/stride 2)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.enc = nn.Sequential(nn.Conv1d(8, 32, 5, 2, 2), nn.GELU(), nn.Conv1d(32, 64, 5, 2, 2), nn.GELU())
+        self.dec = nn.Sequential(
+            nn.ConvTranspose1d(64, 32, 4, 2, 1), nn.GELU(), nn.ConvTranspose1d(32, 8, 2, 2)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.dec(self.enc(x))
+
+
+def _signal_batch(bs: int) -> Any:
+    return torch.randn(bs, 8, 1024)
+
+
+class ResNeXtBlock(nn.Module):
+    def __init__(self, cin: int, width: int, cout: int, stride: int, groups: int) -> None:
+        super().__init__()
+        self.body = nn.Sequential(
+            _conv_bn(cin, width, k=1),
+            _conv_bn(width, width, stride, groups=groups),
+            nn.Conv2d(width, cout, 1, bias=False),
+            nn.BatchNorm2d(cout),
+        )
+        self.down = (
+            nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+            if stride != 1 or cin != cout
+            else nn.Identity()
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.relu(self.body(x) + self.down(x))
+
+
+def resnext_grouped(classes: int = 100) -> nn.Module:
+    """Grouped 3x3 convolutions (groups=8, 16, 32), ResNeXt style."""
+    layers: list[nn.Module] = [_conv_bn(3, 32)]
+    cin = 32
+    for width, cout, stride, groups in ((64, 64, 1, 8), (128, 128, 2, 16), (256, 256, 2, 32)):
+        layers += [ResNeXtBlock(cin, width, cout, stride, groups), ResNeXtBlock(cout, width, cout, 1, groups)]
+        cin = cout
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, classes)]
+    return _Classifier(nn.Sequential(*layers))
+
+
+class DilatedSegmenter(nn.Module):
+    """DeepLab-style: dilated 3x3 convolutions (rates 2, 4, 8) and an atrous pyramid, 2-d."""
+
+    def __init__(self, base: int = 32, classes: int = 4) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(_conv_bn(3, base, 2), _conv_bn(base, base * 2))
+        self.body = nn.Sequential(
+            *[
+                nn.Sequential(
+                    nn.Conv2d(base * 2, base * 2, 3, 1, r, dilation=r, bias=False),
+                    nn.BatchNorm2d(base * 2),
+                    nn.ReLU(),
+                )
+                for r in (2, 4, 8)
+            ]
+        )
+        self.aspp = nn.ModuleList(nn.Conv2d(base * 2, base, 3, 1, r, dilation=r) for r in (1, 6, 12))
+        self.head = nn.Conv2d(base * 3, classes, 1)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor | None = None) -> torch.Tensor:
+        size = x.shape[-2:]
+        x = self.body(self.stem(x))
+        x = self.head(torch.cat([F.relu(b(x)) for b in self.aspp], 1))
+        return F.interpolate(x, size=size, mode="bilinear", align_corners=False)
+
+
+def dilated_tcn(classes: int = 5) -> nn.Module:
+    """WaveNet/TCN-style 1-d stack: dilations 1, 2, 4, 8, 16 and a grouped 1-d convolution."""
+    layers: list[nn.Module] = [nn.Conv1d(8, 64, 1)]
+    for d in (1, 2, 4, 8, 16):
+        layers += [nn.Conv1d(64, 64, 3, padding=d, dilation=d), nn.BatchNorm1d(64), nn.ReLU()]
+    layers += [nn.Conv1d(64, 64, 3, padding=1, groups=8), nn.ReLU()]
+    layers += [nn.AdaptiveAvgPool1d(1), nn.Flatten(), nn.Linear(64, classes)]
+    return _Classifier(nn.Sequential(*layers))
+
+
 # -- sequences and tables ------------------------------------------------------------------------
 class RNNClassifier(nn.Module):
-    def __init__(self, kind: str, vocab: int = 5000, dim: int = 128, hidden: int = 256) -> None:
+    def __init__(
+        self, kind: str, vocab: int = 5000, dim: int = 128, hidden: int = 256, bidirectional: bool = False
+    ) -> None:
         super().__init__()
         self.emb = nn.Embedding(vocab, dim)
         rnn = nn.LSTM if kind == "lstm" else nn.GRU
-        self.rnn = rnn(dim, hidden, num_layers=2, batch_first=True, dropout=0.1)
-        self.fc = nn.Linear(hidden, 5)
+        self.rnn = rnn(dim, hidden, num_layers=2, batch_first=True, dropout=0.1, bidirectional=bidirectional)
+        self.fc = nn.Linear(hidden * (2 if bidirectional else 1), 5)
 
     def forward(self, x: torch.Tensor, y: torch.Tensor | None = None) -> torch.Tensor:
         out, _ = self.rnn(self.emb(x))
@@ -360,6 +483,21 @@ ZOO: tuple[ZooEntry, ...] = (
     ZooEntry("conv1d", conv1d_net, _signals, _xent, (16,)),
     ZooEntry("lstm", lambda: RNNClassifier("lstm"), _tokens(5000, 64, 5), _xent, (16, 32), quick=True),
     ZooEntry("gru", lambda: RNNClassifier("gru"), _tokens(5000, 64, 5), _xent, (16,)),
+    ZooEntry(
+        "bigru",
+        lambda: RNNClassifier("gru", bidirectional=True),
+        _tokens(5000, 64, 5),
+        _xent,
+        (16,),
+        quick=True,
+    ),
+    ZooEntry("conv_autoencoder", ConvAutoencoder, _autoencoder_images, _reconstruct, (8, 16), quick=True),
+    ZooEntry("convtranspose1d", SignalAutoencoder, _signal_batch, _reconstruct, (16,)),
+    ZooEntry("resnext_grouped", resnext_grouped, _images(3, 32, 100), _xent, (8,), quick=True),
+    ZooEntry(
+        "dilated_seg", lambda: DilatedSegmenter(), _seg_batch, lambda out, b: F.cross_entropy(out, b[1]), (4,)
+    ),
+    ZooEntry("dilated_tcn", dilated_tcn, _signals, _xent, (16,)),
     ZooEntry(
         "bert_encoder",
         _hf("BertConfig", "BertForSequenceClassification", **_BERT),

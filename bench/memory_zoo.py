@@ -293,9 +293,15 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a few models, one batch size")
     parser.add_argument("--models", default="", help="comma-separated zoo names")
     parser.add_argument("--no-memtracker", action="store_true")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="torch threads (oneDNN scratch depends on it); default: all cores",
+    )
     parser.add_argument("--child", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    torch.set_num_threads(args.threads or max(1, os.cpu_count() or 1))
     if args.child:
         name, bs, opt = args.child.split(":")
         print(json.dumps(measure_cuda_child(name, int(bs), opt)))

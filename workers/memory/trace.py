@@ -21,7 +21,7 @@ from torch._subclasses.fake_tensor import FakeCopyMode, FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map_only
 
-from workers.memory.cpu_kernels import correct_output, needs_correction
+from workers.memory.cpu_kernels import correct_output, held_buffer, needs_correction
 
 PHASE_CATEGORY = {
     "setup": "other",
@@ -122,7 +122,21 @@ class AllocationRecorder(TorchDispatchMode):
             # Kernel-internal scratch: live only during the op, on top of its outputs.
             sid = self.emit(scratch, op, "workspace")
             self.emit_free(sid, scratch, op)
+        if self.cpu_kernel_corrections and isinstance(out, torch.Tensor):
+            self._hold_with(out, held_buffer(op, args), op)
         return out
+
+    def _hold_with(self, out: torch.Tensor, nbytes: int, op: str) -> None:
+        """A kernel-internal buffer that lives exactly as long as ``out``'s storage."""
+        if nbytes <= 0:
+            return
+        sid = self.emit(nbytes, op, self._category(op, ()))
+
+        def release() -> None:
+            if not self.closed:
+                self.emit_free(sid, nbytes, "free")
+
+        weakref.finalize(out.untyped_storage(), release)
 
     def _observe(self, tensor: torch.Tensor, op: str, args: tuple[Any, ...]) -> None:
         storage = tensor.untyped_storage()
