@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch._subclasses.fake_tensor import unset_fake_temporarily
@@ -76,7 +76,7 @@ def correct_output(op: str, args: tuple[Any, ...], out: Any) -> tuple[Any, int]:
 
 
 def _onednn_backends() -> frozenset[int]:
-    mkldnn = int(torch._C._ConvBackend.Mkldnn)
+    mkldnn = int(torch._C._ConvBackend.Mkldnn)  # type: ignore[attr-defined]
     # ConvUtils.h declares MkldnnTranspose right after Mkldnn; torch 2.13's Python enum has no name
     # for it (its binding list has a typo), so it is taken by value.
     return frozenset({mkldnn, mkldnn + 1})
@@ -96,7 +96,7 @@ def _uses_onednn(conv_args: tuple[Any, ...]) -> bool:
         backend = torch._C._select_conv_backend(*conv_args)
     except (RuntimeError, TypeError):
         return True  # the rules over-estimate rather than miss
-    return int(backend) in _ONEDNN
+    return int(cast(Any, backend)) in _ONEDNN
 
 
 def _nbytes(t: Any) -> int:
