@@ -10,7 +10,10 @@ during 3 real training steps of a fresh model.
 CUDA (``--device cuda``): ``max_memory_allocated()`` / ``max_memory_reserved()`` after 3 steps,
 each measured in a fresh child process.
 
-    python bench/memory_zoo.py [--quick] [--device cpu|cuda] [--models a,b] [--no-memtracker]
+    python bench/memory_zoo.py [--quick] [--device cpu|cuda] [--models a,b] [--no-memtracker] [--threads N]
+
+The estimation time of every row is printed (est.s), with the worst case; the first estimate of a
+process (one-time initialisation) is done on a throw-away model first and printed apart.
 """
 
 from __future__ import annotations
@@ -223,6 +226,13 @@ def summarize(rows: list[Row], device: str) -> None:
         print(
             f"MemTracker |error| (allocated): median {100 * statistics.median(mt):.2f}%  max {100 * max(mt):.2f}%  ({len(mt)} rows)"
         )
+    slowest = max(rows, key=lambda r: r.ours_seconds)
+    print(
+        f"estimation time: max {slowest.ours_seconds:.2f} s ({slowest.model}, bs {slowest.batch}, "
+        f"{slowest.optimizer}), median {statistics.median(r.ours_seconds for r in rows):.2f} s; "
+        f"torch threads {torch.get_num_threads()}, load average {os.getloadavg()[0]:.1f} "
+        f"on {os.cpu_count()} cores"
+    )
     big = [r for r in rows if r.params >= 50_000_000]
     for r in big:
         print(
@@ -242,6 +252,15 @@ def summarize(rows: list[Row], device: str) -> None:
         print(f"CUDA targets (reserved median <= 2%, never > 5% under): {'MET' if ok else 'NOT MET'}")
 
 
+def _warm_up(device: str) -> None:
+    """One throw-away estimate: the first one in a process pays one-time initialisation (fake
+    tensor and dispatcher caches, lazy imports), which is not the cost of estimating a model."""
+    started = time.perf_counter()
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    estimate_training_memory(model, torch.randn(4, 8), optimizer="sgd", device=device)
+    print(f"(first estimate in this process, a 2-layer MLP: {time.perf_counter() - started:.2f} s)")
+
+
 def _entry(name: str) -> ZooEntry:
     return next(e for e in ZOO if e.name == name)
 
@@ -252,6 +271,7 @@ def run(args: argparse.Namespace) -> list[Row]:
         wanted = set(args.models.split(","))
         entries = [e for e in entries if e.name in wanted]
     rows: list[Row] = []
+    _warm_up(args.device)
     print_header(args.device)
     for entry in entries:
         params = sum(p.numel() for p in entry.build().parameters())

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from workers.memory import cuda_model
+from workers.memory import cuda_model, recurrent
 from workers.memory.checkpointing import apply_activation_checkpointing
 from workers.memory.loop import Batch, LossFn, OptimizerSpec, build_optimizer, run_training
 from workers.memory.trace import (
@@ -69,6 +69,7 @@ def estimate_training_memory(
     checkpointing: bool = False,
     cuda_target: cuda_model.CudaTarget | None = None,
     capacity_bytes: int | None = None,
+    fast_recurrent: bool = True,
 ) -> MemoryEstimate:
     """Predict the peak memory of training ``model`` on ``example_batch``.
 
@@ -77,6 +78,8 @@ def estimate_training_memory(
     the allocations through the caching-allocator simulator and adds CUDA workspaces.
     ``capacity_bytes`` (CUDA only) makes the simulator flush its cache and raise
     ``SimulatedOutOfMemory`` like the real allocator would on a GPU of that size.
+    ``fast_recurrent`` replaces RNN/GRU/LSTM layers by their per-time-step memory profile
+    (:mod:`workers.memory.recurrent`); ``False`` traces every time step (the reference).
     """
     if device not in ("cpu", "cuda"):
         raise ValueError("device must be 'cpu' or 'cuda'")
@@ -94,6 +97,7 @@ def estimate_training_memory(
         accumulation_steps,
         checkpointing,
         target,
+        fast_recurrent,
     )
     if target is None:
         allocated, reserved, breakdown = _cpu_accounting(trace)
@@ -136,6 +140,7 @@ def _trace(
     accumulation_steps: int,
     checkpointing: bool,
     target: cuda_model.CudaTarget | None,
+    fast_recurrent: bool = True,
 ) -> tuple[Trace, str]:
     trace = Trace()
     recorder = AllocationRecorder(trace)
@@ -151,6 +156,8 @@ def _trace(
         recorder.host_device_type = "cpu"
     if checkpointing:
         apply_activation_checkpointing(fmodel)
+    if fast_recurrent:
+        recurrent.install(fmodel, fake_mode, recorder)
     with fake_mode, cuda_model.emulation(recorder, target, traced_on):
         params = [p for p in fmodel.parameters() if p.requires_grad]
         # A GPU run defaults to the multi-tensor (foreach) optimizers; model that even on CPU.
