@@ -8,8 +8,9 @@ CPU tensors and the known differences are modelled explicitly:
 - training-mode dropout: CUDA runs the fused ``native_dropout`` (bool mask, 1 byte/element); the CPU
   composite keeps a mask of the input's dtype (4 bytes/element in fp32). Emulated by routing
   ``F.dropout`` to ``native_dropout``.
-- autocast: CPU autocast keeps layer_norm/group_norm/softmax/log_softmax in bf16/fp16; CUDA's
-  policy runs them in fp32. Emulated on ``torch.nn.functional`` while tracing.
+- autocast: CPU and CUDA autocast have different op lists. The trace runs without CPU autocast and
+  applies CUDA's: the ops are those with an AutocastCUDA kernel in the installed torch, and each
+  one's cast is probed on fake CUDA tensors under CUDA autocast (``autocast_emulation``).
 - optimizers: CUDA defaults to the multi-tensor (foreach) implementations, whose temporaries are
   whole lists of parameter-sized tensors; the estimator builds them with ``foreach=True``.
 - Adam's ``step`` counters stay on the host.
@@ -26,15 +27,18 @@ CPU tensors and the known differences are modelled explicitly:
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten, tree_map_only
 
 from workers.memory.allocator import UNLIMITED, CachingAllocatorSimulator
+from workers.memory.loop import AMP_DTYPES
 from workers.memory.trace import AllocationRecorder, PeakTally, Trace
 
 MIB = 1024 * 1024
@@ -125,49 +129,101 @@ def _cuda_dropout() -> Iterator[None]:
         F.dropout = original
 
 
-@contextlib.contextmanager
-def _cuda_autocast_policy() -> Iterator[None]:
-    """Under CPU autocast, give normalizations and softmaxes CUDA autocast's fp32 outputs.
+def cuda_autocast_ops() -> frozenset[str]:
+    """Names of the ATen ops CUDA autocast handles, from the installed torch's own registrations
+    (every op with a kernel for the AutocastCUDA dispatch key; present in CPU builds too)."""
+    return _autocast_ops()
 
-    CUDA autocast runs layer_norm/group_norm in fp32 (casting the input: a new fp32 tensor) and
-    softmax/log_softmax with dtype=float32; CPU autocast keeps all four in the low precision.
-    Patched on ``torch.nn.functional`` for the same reason as dropout.
+
+@functools.cache
+def _autocast_ops() -> frozenset[str]:
+    names = set()
+    for name in torch._C._dispatch_get_all_op_names():
+        if name.startswith("aten::") and torch._C._dispatch_has_kernel_for_dispatch_key(name, "AutocastCUDA"):
+            names.add(name[len("aten::") :].split(".")[0])
+    return frozenset(names)
+
+
+class _CudaAutocast(TorchFunctionMode):
+    """CUDA autocast's casts on a trace of fake CPU tensors.
+
+    Every torch function whose ATen op CUDA autocast handles gets its floating inputs cast to the
+    dtype the installed torch's CUDA autocast gives its result (probed once per function and input
+    dtypes). Casts of fp32 leaf parameters to the low precision are cached for the forward pass,
+    as autocast's weight cache does.
     """
-    originals = {name: getattr(F, name) for name in ("layer_norm", "group_norm", "softmax", "log_softmax")}
 
-    def autocasting(x: Any) -> bool:
-        return (
-            torch.is_autocast_enabled("cpu")
-            and isinstance(x, torch.Tensor)
-            and x.dtype in (torch.bfloat16, torch.float16)
-        )
+    def __init__(self, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.dtype = dtype
+        self.ops = cuda_autocast_ops()
+        self.weight_cache: dict[int, torch.Tensor] = {}
+        self.policies: dict[tuple[Any, ...], torch.dtype | None] = {}
 
-    def norm(name: str) -> Any:
-        def run(input: Any, *args: Any, **kwargs: Any) -> Any:
-            if not autocasting(input):
-                return originals[name](input, *args, **kwargs)
-            with torch.autocast("cpu", enabled=False):
-                return originals[name](input.float(), *args, **kwargs)
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "").strip("_")
+        if name in self.ops or name == "rpow":
+            target = self._policy(func, args, kwargs)
+            if target is not None:
+                args, kwargs = tree_map_only(torch.Tensor, lambda t: self._cast(t, target), (args, kwargs))
+        return func(*args, **kwargs)
 
-        return run
+    def _cast(self, t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        if not t.is_floating_point() or t.dtype == dtype or t.dtype == torch.float64:
+            return t
+        if t.is_leaf and t.requires_grad and t.dtype == torch.float32 and dtype != torch.float32:
+            key = id(t)
+            if key not in self.weight_cache:
+                self.weight_cache[key] = t.to(dtype)
+            return self.weight_cache[key]
+        return t.to(dtype)
 
-    def softmax(name: str) -> Any:
-        def run(input: Any, dim: Any = None, _stacklevel: int = 3, dtype: Any = None) -> Any:
-            if dtype is None and autocasting(input):
-                dtype = torch.float32
-            return originals[name](input, dim, _stacklevel, dtype)
+    def _policy(self, func: Any, args: Any, kwargs: Any) -> torch.dtype | None:
+        leaves = tree_flatten((args, kwargs))[0]
+        key = (func, tuple((t.dtype, t.dim()) if isinstance(t, torch.Tensor) else type(t) for t in leaves))
+        if key not in self.policies:
+            self.policies[key] = _probe(func, args, kwargs, self.dtype)
+        return self.policies[key]
 
-        return run
 
-    patches = {"layer_norm": norm("layer_norm"), "group_norm": norm("group_norm")}
-    patches |= {"softmax": softmax("softmax"), "log_softmax": softmax("log_softmax")}
-    for name, fn in patches.items():
-        setattr(F, name, fn)
+def _probe(func: Any, args: Any, kwargs: Any, dtype: torch.dtype) -> torch.dtype | None:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    floating = [
+        t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor) and t.is_floating_point()
+    ]
+    if not floating:
+        return None
+    previous = torch.is_autocast_enabled("cuda"), torch.get_autocast_dtype("cuda")
     try:
-        yield
+        with _disable_current_modes(), FakeTensorMode(allow_non_fake_inputs=True), torch.no_grad():
+            fake = tree_map_only(
+                torch.Tensor,
+                lambda t: torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="cuda"),
+                (args, kwargs),
+            )
+            torch.set_autocast_enabled("cuda", True)
+            torch.set_autocast_dtype("cuda", dtype)
+            out = func(*fake[0], **fake[1])
+    except Exception:  # the probe cannot build this call on fake CUDA tensors: leave it alone
+        return None
     finally:
-        for name, fn in originals.items():
-            setattr(F, name, fn)
+        torch.set_autocast_enabled("cuda", previous[0])
+        torch.set_autocast_dtype("cuda", previous[1])
+    results = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor) and t.is_floating_point()]
+    return results[0].dtype if results else None
+
+
+@contextlib.contextmanager
+def autocast_emulation(amp: str | None) -> Iterator[None]:
+    """CUDA autocast for one forward pass of a trace on fake CPU tensors (a no-op without amp)."""
+    if amp not in AMP_DTYPES:
+        yield
+        return
+    with _CudaAutocast(AMP_DTYPES[amp]):
+        yield
 
 
 class _Workspaces:
@@ -208,7 +264,7 @@ def emulation(recorder: AllocationRecorder, target: CudaTarget | None, traced_on
     if traced_on != "cpu":
         yield
         return
-    with _cuda_dropout(), _cuda_autocast_policy():
+    with _cuda_dropout():
         yield
 
 

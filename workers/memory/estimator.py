@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -163,7 +164,12 @@ def _trace(
         # A GPU run defaults to the multi-tensor (foreach) optimizers; model that even on CPU.
         opt = build_optimizer(params, optimizer, foreach=True if target is not None else None)
         register_initial_state(recorder, fmodel, fbatch)
-        with recorder:
+        # Emulating CUDA on a CPU trace: CPU autocast stays off (asking run_training for CUDA
+        # autocast on a CPU build disables it, with a warning) and CUDA's casts are applied by
+        # cuda_model.autocast_emulation in each forward pass.
+        emulate_amp = amp if (target is not None and traced_on == "cpu") else None
+        with recorder, warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="CUDA is not available")
             run_training(
                 fmodel,
                 fbatch,
@@ -172,17 +178,20 @@ def _trace(
                 iterations=iterations,
                 accumulation_steps=accumulation_steps,
                 amp=amp,
-                device_type=traced_on,
-                phase=_phase_hook(recorder, fmodel, opt),
+                device_type="cuda" if emulate_amp else traced_on,
+                phase=_phase_hook(recorder, fmodel, opt, emulate_amp),
             )
         recorder.closed = True  # the fake model's own teardown is not part of training
     return trace, traced_on
 
 
-def _phase_hook(recorder: AllocationRecorder, model: torch.nn.Module, opt: torch.optim.Optimizer):  # type: ignore[no-untyped-def]
+def _phase_hook(  # type: ignore[no-untyped-def]
+    recorder: AllocationRecorder, model: torch.nn.Module, opt: torch.optim.Optimizer, emulate_amp: str | None
+):
     @contextlib.contextmanager
     def hook(name: str, iteration: int) -> Iterator[None]:
-        with recorder.in_phase(name, iteration):
+        autocast = cuda_model.autocast_emulation(emulate_amp if name == "forward" else None)
+        with recorder.in_phase(name, iteration), autocast:
             yield
         if name in ("backward", "optimizer"):
             classify_after_step(recorder, model, opt)

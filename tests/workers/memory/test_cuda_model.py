@@ -8,8 +8,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from workers.memory import estimate_training_memory
 from workers.memory.cuda_model import (
     CudaTarget,
-    _cuda_autocast_policy,
     _cuda_dropout,
+    autocast_emulation,
+    cuda_autocast_ops,
     move_to_fake_cuda,
 )
 from workers.memory.trace import fake_batch, fake_model
@@ -19,14 +20,27 @@ def _loss(out, batch):
     return out.float().pow(2).mean()
 
 
-def test_emulated_cuda_autocast_runs_norms_and_softmax_in_fp32():
+def test_emulated_cuda_autocast_follows_the_installed_torchs_cuda_policy():
     x = torch.randn(4, 8)
-    with _cuda_autocast_policy(), torch.autocast("cpu", dtype=torch.bfloat16):
+    with autocast_emulation("bf16"):
         h = torch.nn.functional.linear(x, torch.randn(8, 8))
-        assert h.dtype == torch.bfloat16  # matmuls stay in low precision, as on CUDA
+        assert h.dtype == torch.bfloat16  # matmuls in low precision
         assert F.layer_norm(h, (8,)).dtype == torch.float32
+        assert F.rms_norm(h, (8,)).dtype == torch.float32
         assert F.softmax(h, dim=-1).dtype == torch.float32
-        assert F.log_softmax(h, dim=-1).dtype == torch.float32
+        assert h.softmax(-1).dtype == torch.float32  # the Tensor method too
+        assert torch.softmax(h, -1).dtype == torch.float32
+        assert torch.pow(h, 3).dtype == torch.float32
+        assert h.exp().dtype == torch.float32
+        assert h.sum().dtype == torch.float32
+        assert (h * h).dtype == torch.bfloat16  # not an autocast op: left alone
+
+
+def test_cuda_autocast_op_list_comes_from_the_installed_torch():
+    ops = cuda_autocast_ops()
+    assert {"rms_norm", "pow", "exp", "log", "rsqrt", "softplus", "logsumexp", "cumsum", "prod"} <= ops
+    assert {"linear", "matmul", "scaled_dot_product_attention", "upsample_nearest2d"} <= ops
+    assert "relu" not in ops and "cat" not in ops
 
 
 class _OpLog(TorchDispatchMode):
@@ -72,3 +86,50 @@ def test_fake_cuda_copy_keeps_tied_parameters_tied():
     assert fmodel[0].weight is fmodel[1].weight
     assert fmodel[0].weight.device.type == "cuda"
     assert fbatch.device.type == "cuda"
+
+
+class _NewGELUMLP(torch.nn.Module):
+    """GPT-2's GELU: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), with torch.pow."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.up = torch.nn.Linear(64, 256)
+        self.down = torch.nn.Linear(256, 64)
+
+    def forward(self, x):
+        h = self.up(x)
+        h = 0.5 * h * (1.0 + torch.tanh(0.7978845608 * (h + 0.044715 * torch.pow(h, 3.0))))
+        return self.down(h)
+
+
+class _RMSNormNet(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(64, 256)
+        self.norm = torch.nn.RMSNorm(256)
+        self.head = torch.nn.Linear(256, 8)
+
+    def forward(self, x):
+        return self.head(self.norm(self.lin(x)))
+
+
+def _forward_allocations(model, batch, op):
+    from workers.memory.estimator import _trace
+
+    trace, _ = _trace(model, batch, _loss, "sgd", "bf16", 2, 1, False, CudaTarget(), False)
+    return [e.nbytes for e in trace.events if e.op == op and e.phase == "forward" and e.nbytes > 0]
+
+
+def test_cuda_target_runs_pow_in_fp32_under_bf16_autocast():
+    x = torch.randn(32, 64)
+    pow_outputs = _forward_allocations(_NewGELUMLP(), x, "aten.pow.Tensor_Scalar")
+    assert 32 * 256 * 4 in pow_outputs  # fp32, as CUDA autocast runs pow
+    assert 32 * 256 * 2 not in pow_outputs  # never the bf16 size (the loss's pow is 32 x 64 fp32)
+
+
+def test_cuda_target_runs_rms_norm_in_fp32_under_bf16_autocast():
+    x = torch.randn(32, 64)
+    casts = _forward_allocations(_RMSNormNet(), x, "aten._to_copy.default")
+    assert 32 * 256 * 4 in casts  # the bf16 activation cast up for the fp32 norm
+    fp32_rsqrt = _forward_allocations(_RMSNormNet(), x, "aten.rsqrt.default")
+    assert fp32_rsqrt and all(n == 32 * 4 for n in fp32_rsqrt)
