@@ -37,6 +37,7 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten, tree_map_only
 
+from workers.memory import cuda_attention
 from workers.memory.allocator import UNLIMITED, CachingAllocatorSimulator
 from workers.memory.loop import AMP_DTYPES
 from workers.memory.trace import AllocationRecorder, PeakTally, Trace
@@ -63,6 +64,8 @@ class CudaTarget:
     context_bytes: int = 512 * MIB
     conv_workspace_ratio: float = 0.25
     max_split_size: int = UNLIMITED
+    # PyTorch puts cuDNN attention first on sm90/sm100 when the runtime cuDNN is newer than 9.15.
+    prefer_cudnn_attention: bool = False
 
     @property
     def cublas_workspace_bytes(self) -> int:
@@ -159,6 +162,15 @@ class _CudaAutocast(TorchFunctionMode):
         self.ops = cuda_autocast_ops()
         self.weight_cache: dict[int, torch.Tensor] = {}
         self.policies: dict[tuple[Any, ...], torch.dtype | None] = {}
+        self._sdpa = cuda_attention.emulated_autocast(dtype)
+
+    def __enter__(self) -> _CudaAutocast:
+        self._sdpa.__enter__()  # SDPA is a lower-precision op, cast by its stand-in
+        return super().__enter__()  # type: ignore[no-any-return]
+
+    def __exit__(self, *exc: Any) -> None:
+        super().__exit__(*exc)
+        self._sdpa.__exit__(*exc)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         kwargs = kwargs or {}
@@ -264,7 +276,7 @@ def emulation(recorder: AllocationRecorder, target: CudaTarget | None, traced_on
     if traced_on != "cpu":
         yield
         return
-    with _cuda_dropout():
+    with _cuda_dropout(), cuda_attention.cuda_sdpa(target.compute_capability, target.prefer_cudnn_attention):
         yield
 
 
