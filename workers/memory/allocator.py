@@ -181,13 +181,25 @@ class CachingAllocatorSimulator:
         return block
 
     def _release_available(self, rounded: int, small: bool) -> None:
+        """``release_available_cached_blocks``: the smallest cached block of at least
+        max(request, max_split_size); failing that, oversize blocks from the largest down until
+        that many bytes are released (PyTorch releases them even when they fall short)."""
         if self.max_split_size == UNLIMITED:
             return
+        need = max(rounded, self.max_split_size)
         for size, addr in list(self._free[small]):
             block = self._by_key[(small, size, addr)]
-            if size >= max(rounded, self.max_split_size) and _whole_segment(block):
+            if size >= need and _whole_segment(block):
                 self._release(block)
                 return
+        released = 0
+        for size, addr in reversed(list(self._free[small])):
+            if released >= need or size < self.max_split_size:
+                break
+            block = self._by_key[(small, size, addr)]
+            if _whole_segment(block):
+                self._release(block)
+                released += size
 
     def _release(self, block: Block) -> None:
         self._remove_free(block)

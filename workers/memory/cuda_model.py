@@ -283,9 +283,9 @@ def emulation(recorder: AllocationRecorder, target: CudaTarget | None, traced_on
 # -- replay through the caching allocator -------------------------------------------------------
 def simulate(trace: Trace, target: CudaTarget, capacity_bytes: int | None) -> tuple[int, int, dict[str, int]]:
     """Peak allocated, peak reserved and the breakdown at peak allocation, in allocator bytes."""
-    sim = CachingAllocatorSimulator(
-        capacity=capacity_bytes or UNLIMITED, max_split_size=target.max_split_size
-    )
+    # The CUDA context takes its share of the device before the allocator gets any.
+    capacity = UNLIMITED if capacity_bytes is None else max(0, capacity_bytes - target.context_bytes)
+    sim = CachingAllocatorSimulator(capacity=capacity, max_split_size=target.max_split_size)
     tally = PeakTally(trace.category)
     handles: dict[int, int] = {}
     for event in trace.events:

@@ -77,7 +77,8 @@ def estimate_training_memory(
     Runs ``iterations`` real training iterations (see :mod:`workers.memory.loop`) on fake
     tensors. ``device="cpu"`` gives the peak of live tensor bytes; ``device="cuda"`` replays
     the allocations through the caching-allocator simulator and adds CUDA workspaces.
-    ``capacity_bytes`` (CUDA only) makes the simulator flush its cache and raise
+    ``capacity_bytes`` (CUDA only: the GPU's total memory, of which the CUDA context takes its share
+    first) makes the simulator flush its cache and raise
     ``SimulatedOutOfMemory`` like the real allocator would on a GPU of that size.
     ``fast_recurrent`` replaces RNN/GRU/LSTM layers by their per-time-step memory profile
     (:mod:`workers.memory.recurrent`); ``False`` traces every time step (the reference).

@@ -179,13 +179,15 @@ class AllocationRecorder(TorchDispatchMode):
         return on_free
 
     def _resize(self, storage: torch.UntypedStorage, entry: tuple[int, int, Any], op: str) -> None:
+        # A storage resize allocates the new buffer, copies, then frees the old one (CUDA and CPU
+        # allocators alike), so both are alive for a moment.
         sid, nbytes, _ = entry
         category = self.trace.category.get(sid, PHASE_CATEGORY[self.phase])
-        self.trace.events.append(Event(sid, -nbytes, op, self.phase, self.iteration))
         del self._live[id(storage)]
         new_sid = self._track(storage, op)
         if new_sid is not None:
             self.trace.category[new_sid] = category
+        self.trace.events.append(Event(sid, -nbytes, op, self.phase, self.iteration))
 
     def _new_sid(self) -> int:
         self._next_sid += 1

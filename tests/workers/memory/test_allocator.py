@@ -132,3 +132,17 @@ def test_peak_allocated_tracks_the_high_water_mark():
     sim.malloc(MIB // 2)
     assert sim.stats.peak_allocated == 16 * MIB
     assert sim.stats.allocated == MIB // 2
+
+
+def test_oom_path_releases_several_oversize_blocks_before_flushing_everything():
+    # max_split_size 16 MiB: two cached 20 MiB oversize segments, neither alone enough for 30 MiB.
+    sim = CachingAllocatorSimulator(capacity=64 * MIB, max_split_size=16 * MIB)
+    a, b = sim.malloc(20 * MIB), sim.malloc(20 * MIB)
+    small = sim.malloc(4 * MIB)  # a 20 MiB segment that stays in use
+    sim.free(a)
+    sim.free(b)
+    sim.malloc(30 * MIB)  # 60 reserved + 30 > 64: release the 20 + 20 oversize blocks, not the rest
+    assert sim.stats.cache_flushes == 0
+    assert sim.stats.segments_released == 2
+    assert sim.stats.reserved == 20 * MIB + 30 * MIB
+    sim.free(small)

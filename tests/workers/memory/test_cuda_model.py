@@ -133,3 +133,24 @@ def test_cuda_target_runs_rms_norm_in_fp32_under_bf16_autocast():
     assert 32 * 256 * 4 in casts  # the bf16 activation cast up for the fp32 norm
     fp32_rsqrt = _forward_allocations(_RMSNormNet(), x, "aten.rsqrt.default")
     assert fp32_rsqrt and all(n == 32 * 4 for n in fp32_rsqrt)
+
+
+def test_capacity_is_the_device_total_minus_the_cuda_context():
+    import pytest
+
+    from workers.memory.allocator import SimulatedOutOfMemory
+
+    model, batch = torch.nn.Linear(256, 256), torch.randn(64, 256)
+    target = CudaTarget(context_bytes=512 * 1024 * 1024)
+    free_run = estimate_training_memory(model, batch, loss_fn=_loss, cuda_target=target)
+    roomy = free_run.peak_reserved_bytes + target.context_bytes
+    estimate_training_memory(model, batch, loss_fn=_loss, cuda_target=target, capacity_bytes=roomy)
+    with pytest.raises(SimulatedOutOfMemory):
+        # Enough for the job's reserved bytes, not once the context has its share.
+        estimate_training_memory(
+            model,
+            batch,
+            loss_fn=_loss,
+            cuda_target=target,
+            capacity_bytes=free_run.peak_reserved_bytes + 2 * 1024**2,
+        )

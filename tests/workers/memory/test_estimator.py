@@ -215,3 +215,17 @@ def test_checkpointing_estimate_matches_the_measured_checkpointed_peak():
     apply_activation_checkpointing(model)
     measured = measured_cpu_peak(model, batch, _deep_loss, "adam")
     assert _relative_error(est.peak_allocated_bytes, measured) <= 0.01
+
+
+def test_a_storage_resize_holds_old_and_new_buffers_at_once():
+    from workers.memory.trace import AllocationRecorder, Trace
+
+    trace = Trace()
+    recorder = AllocationRecorder(trace)
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode(), recorder:
+        t = torch.empty(1024)
+        t.resize_(4096)
+    sizes = [e.nbytes for e in trace.events]
+    assert sizes[:3] == [4096, 16384, -4096]  # new allocated before the old one is freed
