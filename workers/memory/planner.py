@@ -114,7 +114,7 @@ def plan_batch_size(
     low = amp_dtype or (precision if precision != "fp32" else _default_amp(device, cuda_target))
     options: list[tuple[PlanOption, MemoryEstimate | None]] = [_best_batch(ctx, precision, False)]
     if allow_alternatives and not options[0][0].fits:
-        configs = [(low, False), (precision, True), (low, True)]
+        configs = [(low, False), (precision, True), (low, True)] if low else [(precision, True)]
         configs = list(dict.fromkeys(c for c in configs if c != (precision, False)))
         options += [_best_batch(ctx, prec, ckpt) for prec, ckpt in configs]
     options = [(_with_accumulation(opt, target_batch), est) for opt, est in options]
@@ -135,8 +135,14 @@ def plan_batch_size(
     )
 
 
-def _default_amp(device: str, target: CudaTarget | None) -> str:
-    if device == "cuda" and (target or CudaTarget()).compute_capability[0] < 8:
+def _default_amp(device: str, target: CudaTarget | None) -> str | None:
+    """The mixed precision the device supports: on a CPU (an edge box, a phone-class budget) what
+    oneDNN runs natively on it (bf16, else fp16, else none); on CUDA bf16 from Ampere, fp16 before."""
+    if device == "cpu":
+        if torch.ops.mkldnn._is_mkldnn_bf16_supported():
+            return "bf16"
+        return "fp16" if torch.ops.mkldnn._is_mkldnn_fp16_supported() else None
+    if (target or CudaTarget()).compute_capability[0] < 8:
         return "fp16"  # no bf16 tensor cores before Ampere
     return "bf16"
 

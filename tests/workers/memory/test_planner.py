@@ -96,3 +96,52 @@ def test_plan_starts_from_the_requested_precision():
     assert plan.fits
     assert plan.precision == "bf16"
     assert plan.estimate is not None and plan.estimate.amp == "bf16"
+
+
+# -- CPU / on-device budgets (training on an edge or CPU box) ------------------------------------
+class _LongSequenceMLP(torch.nn.Module):
+    """Per-sample activations dominate: 2048 tokens x 512 wide through 6 blocks."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(
+            torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.GELU()) for _ in range(6)
+        )
+        self.head = torch.nn.Linear(512, 4)
+
+    def forward(self, x, y=None):
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
+def _sequences(n: int):
+    return torch.randn(n, 2048, 512), None
+
+
+def _mean_loss(out, batch):
+    return out.float().pow(2).mean()
+
+
+def test_cpu_budget_plan_fits_a_phone_class_budget_with_accumulation():
+    budget = 512 * MIB
+    plan = plan_batch_size(
+        TinyClassifier(256, 1024), lambda n: table_batch(n, 256), budget, device="cpu", loss_fn=xent, target_batch=4096
+    )
+    assert plan.fits and plan.device == "cpu"
+    assert plan.estimated_bytes <= plan.usable_bytes
+    assert plan.batch_size * plan.accumulation_steps >= 4096
+    est = estimate_training_memory(
+        TinyClassifier(256, 1024), table_batch(plan.batch_size, 256), loss_fn=xent, device="cpu"
+    )
+    assert est.peak_allocated_bytes <= budget  # a CPU estimate is the live-bytes peak, no allocator cache
+
+
+def test_cpu_budget_offers_mixed_precision_and_checkpointing_when_one_sample_does_not_fit():
+    budget = 64 * MIB  # one fp32 sample needs ~75 MiB: 24 MiB of weights and Adam, ~50 MiB of activations
+    plan = plan_batch_size(_LongSequenceMLP(), _sequences, budget, device="cpu", loss_fn=_mean_loss, max_batch=4)
+    configs = {(o.precision, o.checkpointing) for o in (*plan.alternatives,)} | {(plan.precision, plan.checkpointing)}
+    assert ("fp32", False) in configs and ("fp32", True) in configs
+    assert plan.fits and (plan.precision != "fp32" or plan.checkpointing)
+    if torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        assert ("bf16", False) in configs  # mixed precision is offered where the CPU runs it
