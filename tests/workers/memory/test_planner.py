@@ -126,7 +126,12 @@ def _mean_loss(out, batch):
 def test_cpu_budget_plan_fits_a_phone_class_budget_with_accumulation():
     budget = 512 * MIB
     plan = plan_batch_size(
-        TinyClassifier(256, 1024), lambda n: table_batch(n, 256), budget, device="cpu", loss_fn=xent, target_batch=4096
+        TinyClassifier(256, 1024),
+        lambda n: table_batch(n, 256),
+        budget,
+        device="cpu",
+        loss_fn=xent,
+        target_batch=4096,
     )
     assert plan.fits and plan.device == "cpu"
     assert plan.estimated_bytes <= plan.usable_bytes
@@ -139,8 +144,12 @@ def test_cpu_budget_plan_fits_a_phone_class_budget_with_accumulation():
 
 def test_cpu_budget_offers_mixed_precision_and_checkpointing_when_one_sample_does_not_fit():
     budget = 64 * MIB  # one fp32 sample needs ~75 MiB: 24 MiB of weights and Adam, ~50 MiB of activations
-    plan = plan_batch_size(_LongSequenceMLP(), _sequences, budget, device="cpu", loss_fn=_mean_loss, max_batch=4)
-    configs = {(o.precision, o.checkpointing) for o in (*plan.alternatives,)} | {(plan.precision, plan.checkpointing)}
+    plan = plan_batch_size(
+        _LongSequenceMLP(), _sequences, budget, device="cpu", loss_fn=_mean_loss, max_batch=4
+    )
+    configs = {(o.precision, o.checkpointing) for o in (*plan.alternatives,)} | {
+        (plan.precision, plan.checkpointing)
+    }
     assert ("fp32", False) in configs and ("fp32", True) in configs
     assert plan.fits and (plan.precision != "fp32" or plan.checkpointing)
     if torch.ops.mkldnn._is_mkldnn_bf16_supported():
