@@ -19,7 +19,13 @@ from workers import queues  # noqa: E402
 # The task modules, imported by every worker at start (after django.setup(), through Celery's
 # Django fixup). The web and beat processes never import them: they send tasks by name.
 app = Celery(
-    "driftwatch", include=["workers.tasks.system", "workers.tasks.monitoring", "workers.tasks.retraining"]
+    "driftwatch",
+    include=[
+        "workers.tasks.system",
+        "workers.tasks.monitoring",
+        "workers.tasks.retraining",
+        "workers.tasks.gpu",
+    ],
 )
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.conf.task_default_queue = queues.DEFAULT

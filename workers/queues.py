@@ -11,6 +11,11 @@ CHECKS = "checks"  # scheduled quality/drift checks, one task per model and wind
 # Training workers: `celery -A workers.celery_app worker -Q training --concurrency 1 --prefetch-multiplier 1`
 # (one job at a time per worker: the memory plan assumes the device is its own).
 TRAINING = "training"
+# GPU workers: one queue per device, `train.<host>.<index>` (train_queue below), consumed by the
+# worker pinned to that device (`CUDA_VISIBLE_DEVICES=<index> celery ... worker -Q train.<host>.<index>
+# --concurrency <jobs that may share it> --prefetch-multiplier 1`); the placer only sends a job there
+# when its reservation fits the device, so several jobs may run on one device at once.
+TRAIN_QUEUE_PREFIX = "train"
 
 # Task names (the `name=` of each task in workers/tasks/).
 PLATFORM_INFO = "driftwatch.system.platform_info"
@@ -24,6 +29,7 @@ RETRAIN_RUN = "driftwatch.retraining.run_job"
 RETRAIN_FROM_ALERTS = "driftwatch.retraining.jobs_from_alerts"
 RETRAIN_REAP = "driftwatch.retraining.reap_stale"
 RETRAIN_WEBHOOK = "driftwatch.retraining.deliver_webhook"
+RETRAIN_PLACE = "driftwatch.retraining.place_jobs"
 
 # Where each task goes; a task not listed goes to DEFAULT.
 ROUTES: dict[str, str] = {
@@ -35,6 +41,6 @@ ROUTES: dict[str, str] = {
 }
 
 
-def gpu_queue(host: str) -> str:
-    """The per-node training queue; its worker runs with concurrency 1 and prefetch 1."""
-    return f"gpu.{host}"
+def train_queue(host: str, index: int) -> str:
+    """The queue of one GPU (or simulated GPU) of one host."""
+    return f"{TRAIN_QUEUE_PREFIX}.{host}.{index}"

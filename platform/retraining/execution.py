@@ -27,6 +27,7 @@ from registry.models import ModelVersion, ReferenceDataset, RegisteredModel
 from registry.reference import LABEL, PREDICTION, PROBA_PREFIX, frame_to_parquet
 from registry.services import version_create
 from retraining.models import JobState, RetrainJob, RetrainPolicy
+from retraining.placement import placed_plan, placement_cap, placement_guard
 from retraining.requests import retrain_policy_for
 from workers.training import engine
 from workers.training.artifacts import Predictor, bundle_to_bytes
@@ -110,7 +111,7 @@ def _run(job: RetrainJob) -> None:
     )
     job_log(job.pk, f"data: {len(data.split.train)} training rows, {len(data.split.holdout)} holdout rows")
     prepared = engine.prepare(recipe, schema, data.split.train, data.split.train_labels)
-    plan = _plan(job, recipe, prepared, _budget(_device()))
+    plan = placed_plan(job.pk) or _plan(job, recipe, prepared, _budget(_device()))
     if not _move(job, JobState.PLANNED, JobState.RUNNING):
         raise engine.TrainingCancelled("the job left 'planned' (cancelled or reaped)")
     result = _train(job, recipe, schema, data.split, prepared, plan)
@@ -231,14 +232,15 @@ def _train(
     plan: engine.TrainingPlan,
 ) -> engine.TrainingResult:
     """Train; an OOM is recorded with its plan, re-planned smaller and retried once."""
-    cap = getattr(settings, "DRIFTWATCH_RETRAIN_MEMORY_CAP_BYTES", None)
+    cap = placement_cap(job.pk) or getattr(settings, "DRIFTWATCH_RETRAIN_MEMORY_CAP_BYTES", None)
     watch = _Watch(job.pk)
     for attempt in range(2):
         try:
-            result = engine.train(
-                recipe, prepared, plan, should_cancel=watch.should_cancel, on_progress=watch.progress,
-                memory_cap_bytes=int(cap) if cap else None,
-            )  # fmt: skip
+            with placement_guard(job.pk, prepared, plan):
+                result = engine.train(
+                    recipe, prepared, plan, should_cancel=watch.should_cancel, on_progress=watch.progress,
+                    memory_cap_bytes=int(cap) if cap else None,
+                )  # fmt: skip
             break
         except engine.TrainingOutOfMemory as exc:
             _record_oom(job, exc)

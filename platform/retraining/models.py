@@ -159,3 +159,50 @@ class RetrainJob(models.Model):
             "trigger": self.trigger,
             "decision": self.decision or None,
         }
+
+
+# -- GPU fleet (issue 11) ----------------------------------------------------------------------
+class GpuDevice(models.Model):
+    """A GPU (or simulated GPU) a training worker serves, as its last heartbeat reported it."""
+
+    host = models.CharField(max_length=200)
+    index = models.PositiveIntegerField()
+    name = models.CharField(max_length=200)
+    simulated = models.BooleanField(default=False)
+    compute_capability = models.CharField(max_length=10, blank=True)
+    total_bytes = models.BigIntegerField()
+    free_bytes = models.BigIntegerField()
+    queue = models.CharField(max_length=255, help_text="train.<host>.<index>: the worker pinned to it")
+    last_seen = models.DateTimeField()
+
+    class Meta:
+        ordering = ["host", "index"]
+        constraints = [models.UniqueConstraint(fields=["host", "index"], name="one_gpu_row_per_host_index")]
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.index} ({self.name})"
+
+
+class GpuPlacement(models.Model):
+    """Where a job runs and what it reserved there; the reservation counts while the job is active."""
+
+    job = models.OneToOneField(RetrainJob, on_delete=models.CASCADE, related_name="placement")
+    device = models.ForeignKey(
+        GpuDevice, null=True, blank=True, on_delete=models.SET_NULL, related_name="placements"
+    )
+    on_cpu = models.BooleanField(default=False, help_text="no live GPU: sent to a CPU training worker")
+    need_bytes = models.BigIntegerField(null=True, blank=True, help_text="estimate + margin + CUDA context")
+    reserved_bytes = models.BigIntegerField(default=0)
+    measured_bytes = models.BigIntegerField(null=True, blank=True, help_text="peak reserved + CUDA context")
+    plan = models.JSONField(default=dict, blank=True)
+    skips = models.PositiveIntegerField(default=0, help_text="rounds in which a later job was placed first")
+    wait_reason = models.CharField(max_length=40, blank=True)
+    wait_detail = models.CharField(max_length=500, blank=True)
+    token = models.PositiveIntegerField(
+        default=0, help_text="bumped at each placement; older messages are void"
+    )
+    placed_at = models.DateTimeField(null=True, blank=True)
+    released_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"placement of job #{self.job_id} on {self.device or ('cpu' if self.on_cpu else '—')}"

@@ -9,13 +9,11 @@ from django.db.models import Q
 from django.utils import timezone
 
 from core.audit import audit_record
-from core.enqueue import enqueue
 from core.errors import Conflict
 from monitoring.checks import policy_for
 from monitoring.models import Alert, AlertKind, AlertState
 from registry.models import ModelVersion, RegisteredModel, VersionStatus
 from retraining.models import ACTIVE_STATES, Decision, JobState, RetrainJob, RetrainPolicy, Trigger
-from workers import queues
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +66,9 @@ def job_request(
 
 
 def job_enqueue(job: RetrainJob) -> None:
-    enqueue(queues.RETRAIN_RUN, args=[job.pk])
+    from retraining.placement import placement_request  # GPU placement routes it (issue 11)
+
+    placement_request(job)
 
 
 def job_cancel(*, job: RetrainJob) -> RetrainJob:

@@ -17,6 +17,7 @@ logger = logging.getLogger(__name__)
 BEAT_TASKS = {
     "driftwatch: retrain jobs from alerts": (queues.RETRAIN_FROM_ALERTS, 60),
     "driftwatch: reap stale retrain jobs": (queues.RETRAIN_REAP, 60),
+    "driftwatch: place retrain jobs on GPUs": (queues.RETRAIN_PLACE, 15),
 }
 
 

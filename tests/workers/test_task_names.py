@@ -16,6 +16,7 @@ PINNED = {
     (retraining, "retrain_jobs_from_alerts"): "driftwatch.retraining.jobs_from_alerts",
     (retraining, "reap_stale_retrain_jobs"): "driftwatch.retraining.reap_stale",
     (retraining, "deliver_retrain_webhook"): "driftwatch.retraining.deliver_webhook",
+    (retraining, "place_retrain_jobs"): "driftwatch.retraining.place_jobs",
 }
 
 

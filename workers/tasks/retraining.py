@@ -9,6 +9,7 @@ from typing import Any
 
 from monitoring.notify import TransientDeliveryError
 from retraining.execution import job_run
+from retraining.placement import jobs_place, placement_is_current
 from retraining.requests import jobs_from_alerts
 from retraining.scheduling import jobs_reap_stale
 from retraining.webhooks import webhook_deliver
@@ -19,8 +20,16 @@ logger = logging.getLogger(__name__)
 
 
 @app.task(name=queues.RETRAIN_RUN)
-def run_retrain_job(job_id: int) -> str:
+def run_retrain_job(job_id: int, placement_token: int | None = None) -> str:
+    if not placement_is_current(job_id, placement_token):
+        logger.info("retrain job %s was placed again since this message: ignored", job_id)
+        return "superseded"
     return job_run(job_id=job_id)
+
+
+@app.task(name=queues.RETRAIN_PLACE)
+def place_retrain_jobs() -> int:
+    return jobs_place()
 
 
 @app.task(name=queues.RETRAIN_FROM_ALERTS)

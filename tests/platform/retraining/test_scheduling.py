@@ -53,5 +53,6 @@ def test_beat_rows_exist_once() -> None:
     tasks = PeriodicTask.objects.filter(task__startswith="driftwatch.retraining.")
     assert sorted(tasks.values_list("task", flat=True)) == [
         "driftwatch.retraining.jobs_from_alerts",
+        "driftwatch.retraining.place_jobs",
         "driftwatch.retraining.reap_stale",
     ]
