@@ -20,6 +20,7 @@ urlpatterns = [
     path("checks/<int:check_id>/report", views.check_report, name="check-report"),
     path("checks/<int:check_id>/report/request", views.check_report_request, name="check-report-request"),
     path("alerts/", views.alerts_page, name="alerts"),
+    path("gpu/", views.gpu_page, name="gpu"),
     path("alerts/<int:alert_id>/acknowledge", views.alert_acknowledge, name="alert-acknowledge"),
     path("alerts/<int:alert_id>/resolve", views.alert_resolve, name="alert-resolve"),
 ]

@@ -50,6 +50,13 @@ def staff_required(view: ViewFunc) -> ViewFunc:
 
 
 @login_required
+def gpu_page(request: HttpRequest) -> HttpResponse:
+    from retraining.inventory import fleet_overview
+
+    return render(request, "dashboard/gpu.html", fleet_overview())
+
+
+@login_required
 def home(request: HttpRequest) -> HttpResponse:
     return render(request, "dashboard/home.html", {"models": selectors.model_rows()})
 

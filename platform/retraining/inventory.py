@@ -80,3 +80,33 @@ def running_reserved_bytes(device: GpuDevice) -> int:
     """Reservations of jobs already running: their memory shows in the device's free figure."""
     running = active_placements(device).exclude(job__state=JobState.QUEUED)
     return int(running.aggregate(total=Sum("reserved_bytes"))["total"] or 0)
+
+
+# -- reads for the dashboard -----------------------------------------------------------------------
+def fleet_overview(*, now: datetime | None = None) -> dict[str, object]:
+    """Devices (capacity, free, reserved, their jobs: reserved vs measured) and the waiting queue."""
+    now = now or timezone.now()
+    devices = []
+    for device in GpuDevice.objects.all():
+        placements = list(active_placements(device).select_related("job", "job__model"))
+        reserved = sum(p.reserved_bytes for p in placements)
+        devices.append(
+            {
+                "device": device,
+                "live": device_is_live(device, now=now),
+                "reserved_bytes": reserved,
+                "unreserved_bytes": device.total_bytes - reserved,
+                "placements": placements,
+            }
+        )
+    waiting = (
+        GpuPlacement.objects.filter(job__state=JobState.QUEUED, device__isnull=True, on_cpu=False)
+        .select_related("job", "job__model")
+        .order_by("job__created_at", "job_id")
+    )
+    recent = (
+        GpuPlacement.objects.filter(device__isnull=False, released_at__isnull=False)
+        .select_related("job", "job__model", "device")
+        .order_by("-released_at")[:20]
+    )
+    return {"devices": devices, "waiting": list(waiting), "recent": list(recent)}

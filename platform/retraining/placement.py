@@ -247,9 +247,9 @@ def placement_guard(job_id: int, prepared: Any, plan: Any) -> Iterator[None]:
     from workers.training import engine
 
     guard = SimulatedDeviceGuard(allocator_budget(placement.reserved_bytes))
-    guard.register_module(prepared.module)
-    guard.register([prepared.x, prepared.y])
     try:
+        guard.register_module(prepared.module)  # what a real job first moves to the device
+        guard.register([prepared.x, prepared.y])
         with guard:
             yield
     except SimulatedOutOfMemory as exc:
