@@ -25,7 +25,8 @@ pytestmark = pytest.mark.django_db
 
 def sims(host: str, *sizes_gib: float, now: datetime | None = None) -> list[GpuDevice]:
     reports = [
-        DeviceReport(i, f"sim{i}", int(g * GIB), int(g * GIB), simulated=True) for i, g in enumerate(sizes_gib)
+        DeviceReport(i, f"sim{i}", int(g * GIB), int(g * GIB), simulated=True)
+        for i, g in enumerate(sizes_gib)
     ]
     return devices_report(host=host, devices=reports, now=now)
 
@@ -82,7 +83,10 @@ def test_a_placed_job_trains_within_its_reservation_and_stores_the_measured_peak
     p = placement(job)
     job.refresh_from_db()
     assert 0 < p.measured_bytes <= p.reserved_bytes
-    assert job.plan["batch_size"] == p.plan["batch_size"] and job.estimated_peak_bytes == p.plan["estimated_bytes"]
+    assert (
+        job.plan["batch_size"] == p.plan["batch_size"]
+        and job.estimated_peak_bytes == p.plan["estimated_bytes"]
+    )
 
 
 def test_the_reservation_is_released_when_the_job_ends() -> None:
@@ -125,7 +129,9 @@ def test_a_job_reaped_from_a_dead_worker_is_placed_again_and_its_old_message_is_
     job = job_request(model=drifted("m"), trigger="api")
     jobs_place()
     RetrainPolicy.objects.filter(model=job.model).update(max_attempts=3)
-    RetrainJob.objects.filter(pk=job.pk).update(state=JobState.RUNNING, attempts=1, heartbeat_at=timezone.now())
+    RetrainJob.objects.filter(pk=job.pk).update(
+        state=JobState.RUNNING, attempts=1, heartbeat_at=timezone.now()
+    )
     assert jobs_reap_stale(now=timezone.now() + timedelta(minutes=10)) == 1
     sims("node-a", 24)
     assert jobs_place() == 1
