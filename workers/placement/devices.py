@@ -65,6 +65,14 @@ def parse_simulated_gpus(spec: str | None) -> list[SimulatedGpu]:
     return devices
 
 
+def gpu_host() -> str:
+    """The host part of this machine's device queues: ``DRIFTWATCH_GPU_HOST`` or the hostname."""
+    import os
+    import socket
+
+    return os.environ.get("DRIFTWATCH_GPU_HOST") or socket.gethostname()
+
+
 def reservation_bytes(
     estimated_bytes: int, *, margin: float = DEFAULT_MARGIN, context_bytes: int = CUDA_CONTEXT_BYTES
 ) -> int:

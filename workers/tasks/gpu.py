@@ -10,7 +10,6 @@ of the worker's main process, so a long job in a child does not make its device 
 import json
 import logging
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -23,6 +22,7 @@ from django.db import close_old_connections
 from retraining.inventory import DeviceReport, devices_report
 from workers import queues
 from workers.placement import parse_simulated_gpus
+from workers.placement.devices import gpu_host
 
 logger = logging.getLogger(__name__)
 _stop = threading.Event()
@@ -36,10 +36,6 @@ _CUDA_QUERY = (
     "    out.append([i, torch.cuda.get_device_name(i), total, free, f'{cc[0]}.{cc[1]}'])\n"
     "print(json.dumps(out))\n"
 )
-
-
-def gpu_host() -> str:
-    return os.environ.get("DRIFTWATCH_GPU_HOST") or socket.gethostname()
 
 
 def local_devices() -> list[DeviceReport]:

@@ -120,12 +120,28 @@ class Command(BaseCommand):
         trainer = [python, "-m", "celery", "-A", "workers.celery_app", "worker", "-l", "info", "-Q",
                    queues.TRAINING, "--concurrency", "1", "--prefetch-multiplier", "1", "-n", "train@%h"]  # fmt: skip
         beat = [python, "-m", "celery", "-A", "workers.celery_app", "beat", "-l", "info"]
-        return [
+        services = [
             ("web", self._spawn(web)),
             ("worker", self._spawn(worker)),
             ("trainer", self._spawn(trainer)),
             ("beat", self._spawn(beat)),
         ]
+        gpu = self._gpu_worker(python)
+        if gpu is not None:
+            services.append(("gpu worker", self._spawn(gpu)))
+        return services
+
+    def _gpu_worker(self, python: str) -> list[str] | None:
+        """With DRIFTWATCH_SIMULATED_GPUS set, one worker serving every simulated GPU's queue."""
+        from workers.placement import parse_simulated_gpus
+        from workers.placement.devices import gpu_host
+
+        devices = parse_simulated_gpus(self.child_env.get("DRIFTWATCH_SIMULATED_GPUS"))
+        if not devices:
+            return None
+        names = ",".join(queues.train_queue(gpu_host(), d.index) for d in devices)
+        return [python, "-m", "celery", "-A", "workers.celery_app", "worker", "-l", "info", "-Q", names,
+                "--concurrency", str(2 * len(devices)), "--prefetch-multiplier", "1", "-n", "gpu@%h"]  # fmt: skip
 
     def _spawn(self, cmd: list[str]) -> subprocess.Popen[bytes]:
         # Own session: the terminal's Ctrl-C reaches only us, and we stop children in order.
