@@ -165,7 +165,10 @@ def _size_unsized(now: datetime) -> None:
         except Exception as exc:  # bad data or a recipe that cannot be built: the job fails
             _fail(placement.job, f"{type(exc).__name__}: {exc}")
             continue
-        GpuPlacement.objects.filter(pk=placement.pk).update(need_bytes=need, plan=plan)
+        # Compare-and-set: a concurrent round may have sized and placed it meanwhile.
+        GpuPlacement.objects.filter(pk=placement.pk, need_bytes__isnull=True).update(
+            need_bytes=need, plan=plan
+        )
 
 
 def job_size(job: RetrainJob, *, budget_bytes: int) -> tuple[int, dict[str, Any]]:
@@ -217,6 +220,8 @@ def placed_plan(job_id: int) -> Any:
     if placement is None or not placement.plan:
         return None
     fields = {k: v for k, v in placement.plan.items() if k in engine.TrainingPlan.__dataclass_fields__}
+    # A simulated device's job trains on the CPU; a real one on the worker's (pinned) GPU.
+    fields["device"] = "cpu" if placement.device is not None and placement.device.simulated else "cuda"
     plan = engine.TrainingPlan(**fields)
     Job.objects.filter(pk=job_id).update(plan=plan.to_dict(), estimated_peak_bytes=plan.estimated_bytes)
     _log(job_id, f"plan from placement on {placement.device}: batch {plan.batch_size} on {plan.device}")

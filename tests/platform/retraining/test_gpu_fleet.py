@@ -14,7 +14,7 @@ from registry.models import RegisteredModel
 from retraining.execution import job_run
 from retraining.inventory import DeviceReport, devices_live, devices_report, reserved_bytes
 from retraining.models import GpuDevice, GpuPlacement, JobState, RetrainJob, RetrainPolicy
-from retraining.placement import jobs_place, placement_is_current
+from retraining.placement import jobs_place, placed_plan, placement_is_current
 from retraining.requests import job_request
 from retraining.scheduling import jobs_reap_stale
 from tests.platform.retraining.factories import retrainable_model, serve
@@ -161,3 +161,12 @@ def test_the_gpu_page_shows_devices_their_jobs_and_the_waiting_queue() -> None:
     html = client.get("/gpu/").content.decode()
     assert "train.node-a.0" in html and f"#{placed.pk}" in html
     assert f"#{waiting.pk}" in html and "insufficient_memory" in html
+
+
+def test_a_job_on_a_simulated_device_trains_on_the_cpu_whatever_its_sized_plan_says() -> None:
+    sims("node-a", 24)
+    job = job_request(model=drifted("m"), trigger="api")
+    jobs_place()
+    p = placement(job)
+    GpuPlacement.objects.filter(pk=p.pk).update(plan={**p.plan, "device": "cuda"})  # sized for a GPU
+    assert placed_plan(job.pk).device == "cpu"

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.slow
 
 
-def wait_for(condition: Callable[[], Any], timeout: float = 240) -> Any:
+def wait_for(condition: Callable[[], Any], timeout: float = 480) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = condition()
