@@ -257,7 +257,9 @@ def _warm_up(device: str) -> None:
     tensor and dispatcher caches, lazy imports), which is not the cost of estimating a model."""
     started = time.perf_counter()
     model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
-    estimate_training_memory(model, torch.randn(4, 8), optimizer="sgd", device=device)
+    estimate_training_memory(
+        model, torch.randn(4, 8), loss_fn=lambda out, batch: out.sum(), optimizer="sgd", device=device
+    )
     print(f"(first estimate in this process, a 2-layer MLP: {time.perf_counter() - started:.2f} s)")
 
 
