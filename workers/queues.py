@@ -30,6 +30,7 @@ RETRAIN_FROM_ALERTS = "driftwatch.retraining.jobs_from_alerts"
 RETRAIN_REAP = "driftwatch.retraining.reap_stale"
 RETRAIN_WEBHOOK = "driftwatch.retraining.deliver_webhook"
 RETRAIN_PLACE = "driftwatch.retraining.place_jobs"
+OUTBOX_FLUSH = "driftwatch.system.outbox_flush"
 
 # Where each task goes; a task not listed goes to DEFAULT.
 ROUTES: dict[str, str] = {

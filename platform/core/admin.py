@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.http import HttpRequest
 
 from core.audit import audit_record
-from core.models import ApiToken, AuditEvent
+from core.models import ApiToken, AuditEvent, OutboxMessage
 
 
 @admin.register(ApiToken)
@@ -56,3 +56,11 @@ class AuditEventAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+@admin.register(OutboxMessage)
+class OutboxMessageAdmin(admin.ModelAdmin):
+    """Messages waiting for the broker to come back; re-sent every 30 s by the outbox beat task."""
+
+    list_display = ["id", "name", "args", "created_at", "attempts", "last_error"]
+    readonly_fields = ["name", "args", "options", "created_at", "attempts", "last_error"]

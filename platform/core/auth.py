@@ -1,5 +1,6 @@
 """Bearer-token authentication, scope and model permissions, and the per-token ingestion rate."""
 
+import logging
 import time
 from datetime import datetime, timedelta
 
@@ -10,6 +11,9 @@ from rest_framework import authentication, exceptions, permissions, throttling
 from rest_framework.request import Request
 
 from core.models import ApiToken, hash_token
+from core.unavailable import broker_errors
+
+logger = logging.getLogger(__name__)
 
 # Writing last_used_at on every request would add a write to each ingestion call.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
@@ -68,6 +72,15 @@ class HasScope(permissions.BasePermission):
         return True
 
 
+def _count_in_window(key: str) -> int:
+    cache.add(key, 0, timeout=120)
+    try:
+        return int(cache.incr(key))
+    except ValueError:  # expired between add and incr: this request starts the window
+        cache.set(key, 1, timeout=120)
+        return 1
+
+
 class IngestRateThrottle(throttling.BaseThrottle):
     """Ingestion requests per token per minute (fixed window in the cache: Redis when configured).
 
@@ -92,12 +105,12 @@ class IngestRateThrottle(throttling.BaseThrottle):
         now = time.time()
         window = int(now // 60)
         key = f"driftwatch:ingest-rate:{token.key_hash[:24]}:{window}"
-        cache.add(key, 0, timeout=120)
         try:
-            count = cache.incr(key)
-        except ValueError:  # expired between add and incr: this request starts the window
-            cache.set(key, 1, timeout=120)
-            count = 1
+            count = _count_in_window(key)
+        except broker_errors() as exc:
+            # The limiter lives in Redis; ingestion must keep accepting while Redis is down.
+            logger.warning("rate limit not applied: the cache is unreachable (%r)", exc)
+            return True
         if count <= limit:
             return True
         self.retry_after = max(1.0, (window + 1) * 60 - now)

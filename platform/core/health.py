@@ -1,11 +1,18 @@
-"""GET /healthz: database and broker reachability (200 when both answer, else 503)."""
+"""GET /healthz: database and broker reachability (200 when both answer, else 503).
 
+Public, so it says what is down and never how to reach it: the driver's error (host, port,
+user) goes to the log only.
+"""
+
+import logging
 import time
 
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
 
 from workers.celery_app import app
+
+logger = logging.getLogger(__name__)
 
 
 def _check_database() -> dict[str, object]:
@@ -14,8 +21,9 @@ def _check_database() -> dict[str, object]:
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1")
             cursor.fetchone()
-    except Exception as exc:  # any driver error means "down"; the message says which
-        return {"ok": False, "error": str(exc)}
+    except Exception as exc:  # any driver error means "down"
+        logger.warning("health: database unreachable: %r", exc)
+        return {"ok": False, "error": "unavailable"}
     return {
         "ok": True,
         "vendor": connection.vendor,
@@ -30,7 +38,8 @@ def _check_broker() -> dict[str, object]:
             conn.ensure_connection(max_retries=1, timeout=2)
             transport = conn.transport_cls
     except Exception as exc:  # kombu raises many types; all mean "unreachable"
-        return {"ok": False, "error": str(exc)}
+        logger.warning("health: broker unreachable: %r", exc)
+        return {"ok": False, "error": "unavailable"}
     return {
         "ok": True,
         "transport": str(transport),
@@ -41,6 +50,9 @@ def _check_broker() -> dict[str, object]:
 def healthz(request: HttpRequest) -> JsonResponse:
     checks = {"database": _check_database(), "broker": _check_broker()}
     healthy = all(c["ok"] for c in checks.values())
-    return JsonResponse(
+    response = JsonResponse(
         {"status": "ok" if healthy else "unavailable", **checks}, status=200 if healthy else 503
     )
+    if not healthy:
+        response["Retry-After"] = "5"
+    return response

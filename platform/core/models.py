@@ -78,3 +78,20 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.at:%Y-%m-%d %H:%M:%S} {self.actor_label} {self.action} {self.target_label}"
+
+
+class OutboxMessage(models.Model):
+    """A task message the broker refused (it was down): kept here and re-sent when it is back."""
+
+    name = models.CharField(max_length=200, help_text="the task's permanent name")
+    args = models.JSONField(default=list)
+    options = models.JSONField(default=dict, help_text="send_task options (queue, countdown, ...)")
+    created_at = models.DateTimeField(auto_now_add=True)
+    attempts = models.PositiveIntegerField(default=1)
+    last_error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.name}{tuple(self.args)}"

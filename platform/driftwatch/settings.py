@@ -130,6 +130,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "core.unavailable.ServiceUnavailableMiddleware",
     "csp.middleware.CSPMiddleware",
     # Last, as django-axes asks: it turns a lockout raised during authentication into a 429.
     "axes.middleware.AxesMiddleware",
@@ -189,13 +190,20 @@ TEMPLATES = [
 
 DATABASE_URL = env_str("DATABASE_URL")
 if DATABASE_URL:
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+    # Health checks: a connection kept across requests is tested before reuse, so the app
+    # recovers by itself after a database restart. A short connect timeout keeps an outage a
+    # quick 503 rather than a hung worker.
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)}
     if DATABASES["default"]["ENGINE"].endswith("sqlite3"):  # e.g. a test's worker subprocess
         DATABASES["default"]["OPTIONS"] = {
             "timeout": 30,
             "transaction_mode": "IMMEDIATE",
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         }
+    else:
+        DATABASES["default"].setdefault("OPTIONS", {})["connect_timeout"] = env_int(
+            "DRIFTWATCH_DB_CONNECT_TIMEOUT", 5
+        )
 else:
     VAR_DIR.mkdir(parents=True, exist_ok=True)
     DATABASES = {
@@ -269,16 +277,19 @@ DRIFTWATCH_GPU_MAX_SKIPS = env_int("DRIFTWATCH_GPU_MAX_SKIPS", 3)
 DATA_UPLOAD_MAX_MEMORY_SIZE = DRIFTWATCH_MAX_REQUEST_BYTES
 FILE_UPLOAD_MAX_MEMORY_SIZE = 8 * 1024 * 1024
 
+# --- checks --------------------------------------------------------------------------------
+# A check "running" this long under another task is taken as killed: the reaper re-enqueues it
+# and any worker may take it over. A redelivery of the same task takes over at once.
+DRIFTWATCH_CHECK_STALE_SECONDS = env_int("DRIFTWATCH_CHECK_STALE_SECONDS", 15 * 60)
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["core.auth.BearerTokenAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": [
-        "rest_framework.parsers.JSONParser",
-        "rest_framework.parsers.FormParser",
-        "core.parsers.MultiPartParser",
-    ],
+    # JSON bodies only (the views that take uploads add multipart themselves), so the schema
+    # documents what the API really accepts.
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "EXCEPTION_HANDLER": "core.exception_handler.api_exception_handler",
     "UNAUTHENTICATED_USER": None,
 }
@@ -299,6 +310,10 @@ SPECTACULAR_SETTINGS = {
         "AlertStateEnum": "monitoring.models.AlertState",
         "NotificationStateEnum": "monitoring.models.NotificationState",
     },
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "core.schema.add_error_responses",
+    ],
 }
 
 # --- Celery -------------------------------------------------------------------------------
@@ -307,7 +322,12 @@ SPECTACULAR_SETTINGS = {
 _REDIS = env_str("REDIS_URL")
 CACHES = {
     "default": (
-        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _REDIS}
+        {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": _REDIS,
+            # Redis down must cost a request a moment, not hang it (the limiter then fails open).
+            "OPTIONS": {"socket_connect_timeout": 2, "socket_timeout": 2},
+        }
         if _REDIS
         else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
     )

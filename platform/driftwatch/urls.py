@@ -26,3 +26,5 @@ urlpatterns = [
     ),
     path("", include("dashboard.urls")),
 ]
+
+handler404 = "core.not_found.not_found"

@@ -5,11 +5,13 @@ compare-and-set; a finished check is never recomputed by the scheduler.
 """
 
 import logging
+import uuid
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
 import pandas as pd
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
@@ -39,12 +41,29 @@ from workers.drift.quality import Metrics, classification_metrics, label_stats, 
 
 logger = logging.getLogger(__name__)
 
-# A check still "running" after this long was killed (a hard kill skips `finally`).
-STALE_AFTER = timedelta(minutes=15)
 MAX_ATTEMPTS = 3
 
 
-def _claim(model: RegisteredModel, window: WindowSpec) -> QualityCheck | None:
+def stale_after() -> timedelta:
+    """A check "running" this long under another owner was killed (a hard kill skips `finally`)."""
+    return timedelta(seconds=settings.DRIFTWATCH_CHECK_STALE_SECONDS)
+
+
+class _Superseded(Exception):
+    """Our attempt at a check lost its row to a newer one (a redelivery took it over)."""
+
+
+def _may_take_over(row: QualityCheck, owner: str, now: datetime) -> bool:
+    if row.state == CheckState.DONE or row.attempts >= MAX_ATTEMPTS:
+        return False
+    if row.state != CheckState.RUNNING:
+        return True  # failed: retry it
+    # The broker redelivers a task only when its worker died (acks late, reject on worker lost),
+    # so the same task id finding its own row running takes over at once.
+    return (bool(owner) and row.owner == owner) or now - row.started_at >= stale_after()
+
+
+def _claim(model: RegisteredModel, window: WindowSpec, owner: str) -> QualityCheck | None:
     """The row to compute into, or None when it is done or another worker holds it."""
     now = timezone.now()
     try:
@@ -57,37 +76,43 @@ def _claim(model: RegisteredModel, window: WindowSpec) -> QualityCheck | None:
                 state=CheckState.RUNNING,
                 started_at=now,
                 attempts=1,
+                owner=owner,
             )
     except IntegrityError:
         pass  # the row exists: decide below whether we may take it over
     row = QualityCheck.objects.get(model=model, window_spec=window.spec, window_end=window.end)
-    if row.state == CheckState.DONE or row.attempts >= MAX_ATTEMPTS:
-        return None
-    if row.state == CheckState.RUNNING and now - row.started_at < STALE_AFTER:
-        return None  # another worker got there first
-    taken = QualityCheck.objects.filter(pk=row.pk, state=row.state, started_at=row.started_at).update(
-        state=CheckState.RUNNING, started_at=now, attempts=row.attempts + 1, error=""
+    if not _may_take_over(row, owner, now):
+        return None  # finished, given up, or another live worker holds it
+    taken = QualityCheck.objects.filter(pk=row.pk, state=row.state, attempts=row.attempts).update(
+        state=CheckState.RUNNING, started_at=now, attempts=row.attempts + 1, error="", owner=owner
     )
     if taken != 1:
-        return None
+        return None  # another worker got there first
+    logger.info("check %s taken over by %s (attempt %s)", row.pk, owner or "?", row.attempts + 1)
     row.refresh_from_db()
     return row
 
 
-def quality_check_run(*, model_id: int, window: WindowSpec) -> QualityCheck | None:
-    """Compute and store a check; returns the (new or existing) row, None for a missing model."""
+def quality_check_run(*, model_id: int, window: WindowSpec, owner: str = "") -> QualityCheck | None:
+    """Compute and store a check; returns the (new or existing) row, None for a missing model.
+
+    `owner` is the Celery task id (a redelivery of the same task takes its row over at once);
+    callers outside a task get a fresh one.
+    """
+    owner = owner or f"local:{uuid.uuid4()}"
     model = RegisteredModel.objects.filter(pk=model_id).first()
     if model is None:
         logger.warning("check skipped: model %s no longer exists", model_id)
         return None
-    row = _claim(model, window)
+    row = _claim(model, window, owner)
     if row is None:
         return QualityCheck.objects.get(model=model, window_spec=window.spec, window_end=window.end)
     try:
         _compute_into(row, model, window)
     except Exception as exc:
         logger.exception("check %s failed", row.pk)
-        QualityCheck.objects.filter(pk=row.pk).update(
+        # Only while still ours: a later owner's (or a finished) row is never marked failed.
+        QualityCheck.objects.filter(pk=row.pk, state=CheckState.RUNNING, attempts=row.attempts).update(
             state=CheckState.FAILED, error=f"{type(exc).__name__}: {exc}", finished_at=timezone.now()
         )
         raise
@@ -102,18 +127,28 @@ def _compute_into(row: QualityCheck, model: RegisteredModel, spec: WindowSpec) -
     reference = reference_state(model=model)
     result = check_compute(model=model, policy=policy, window=window, reference=reference)
     champion = ModelVersion.objects.filter(model=model, status=VersionStatus.CHAMPION).first()
-    with transaction.atomic():
-        if policy.sequential_detector:
-            # In the check's transaction: a failed check feeds nothing, so no label counts twice.
-            _sequential_decision(result["decisions"], detector_feed(model=model, known_by=spec.end))
-        for key, value in result.items():
-            setattr(row, key, value)
-        row.window_start = window.start
-        row.version = champion
-        row.state = CheckState.DONE
-        row.finished_at = timezone.now()
-        row.save()
-        alerts_evaluate(check=row, policy=policy)
+    fields = {
+        **result,
+        "window_start": window.start,
+        "version": champion,
+        "state": CheckState.DONE,
+        "finished_at": timezone.now(),
+    }
+    try:
+        with transaction.atomic():
+            if policy.sequential_detector:
+                # In the check's transaction: a failed check feeds nothing, so no label counts twice.
+                _sequential_decision(result["decisions"], detector_feed(model=model, known_by=spec.end))
+            # Compare-and-set on our attempt: if a redelivery took the row over meanwhile, its
+            # result is the one stored and alerted on; ours is rolled back (no double alert).
+            stored = QualityCheck.objects.filter(pk=row.pk, state=CheckState.RUNNING, attempts=row.attempts)
+            if stored.update(**fields) != 1:
+                raise _Superseded
+            for key, value in fields.items():
+                setattr(row, key, value)
+            alerts_evaluate(check=row, policy=policy)
+    except _Superseded:
+        logger.warning("check %s: attempt %s lost its row to a newer one", row.pk, row.attempts)
 
 
 def _sequential_decision(decisions: dict[str, Any], update: DetectorUpdate) -> None:

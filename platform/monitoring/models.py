@@ -152,6 +152,9 @@ class QualityCheck(models.Model):
     started_at = models.DateTimeField()
     finished_at = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=0)
+    owner = models.CharField(
+        max_length=80, blank=True, help_text="the task id computing it: its redelivery takes over at once"
+    )
     n_samples = models.PositiveIntegerField(default=0)
     n_labelled = models.PositiveIntegerField(default=0)
     metrics = models.JSONField(default=dict, blank=True, help_text="realised metrics on labelled samples")

@@ -8,7 +8,7 @@ from django.utils import timezone
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
 from core.enqueue import enqueue
-from monitoring.checks import MAX_ATTEMPTS, STALE_AFTER
+from monitoring.checks import MAX_ATTEMPTS, stale_after
 from monitoring.models import CheckState, MonitoringPolicy, QualityCheck
 from monitoring.selectors import policy_for
 from monitoring.window import scheduled_window
@@ -22,6 +22,7 @@ BEAT_TASKS = {
     "driftwatch: dispatch due checks": (queues.CHECKS_RUN_DUE, 60),
     "driftwatch: reap stuck checks": (queues.CHECKS_REAP_STUCK, 300),
     "driftwatch: refresh checks with late labels": (queues.CHECKS_REFRESH_LABELS, 600),
+    "driftwatch: re-send messages the broker refused": (queues.OUTBOX_FLUSH, 30),
 }
 
 
@@ -58,7 +59,7 @@ def checks_dispatch_due(*, now: datetime | None = None) -> int:
 def checks_reap_stuck(*, now: datetime | None = None) -> int:
     """Re-enqueue checks stuck in running (their worker died); the task re-claims them by CAS."""
     now = now or timezone.now()
-    stuck = QualityCheck.objects.filter(state=CheckState.RUNNING, started_at__lt=now - STALE_AFTER)
+    stuck = QualityCheck.objects.filter(state=CheckState.RUNNING, started_at__lt=now - stale_after())
     count = 0
     for check in stuck:
         if check.attempts >= MAX_ATTEMPTS:

@@ -41,7 +41,9 @@ def predictions_ingest(*, model: RegisteredModel, body: Any) -> IngestResult:
         .values_list("pk", flat=True)
         .first()
     )
-    unique = _first_of_each_id(samples)
+    # One global insertion order (by id) for every transaction: two overlapping batches then wait
+    # on each other in the same order and cannot deadlock on the unique index.
+    unique = sorted(_first_of_each_id(samples), key=lambda s: s.sample_id)
     records = [(version_ids[s.version] if s.version is not None else champion, s) for s in unique]
     if connection.vendor == "postgresql":
         inserted = _insert_samples_postgres(model.pk, records, now)
@@ -140,9 +142,16 @@ def labels_ingest(*, model: RegisteredModel, body: Any) -> LabelResult:
     rows = require_list(body, "labels", max_rows=settings.DRIFTWATCH_MAX_BATCH_ROWS)
     now = timezone.now()
     labels = clean_labels(rows, model_schema(model), now=now)
+    # Sorted by id, like the predictions: a fixed lock order, so overlapping upserts cannot deadlock.
     objs = [
-        GroundTruth(model=model, sample_id=k, label=v.label, received_at=now, labelled_at=v.labelled_at)
-        for k, v in labels.items()
+        GroundTruth(
+            model=model,
+            sample_id=k,
+            label=labels[k].label,
+            received_at=now,
+            labelled_at=labels[k].labelled_at,
+        )
+        for k in sorted(labels)
     ]
     with transaction.atomic():
         GroundTruth.objects.bulk_create(

@@ -8,12 +8,14 @@ from django.db import transaction
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
+from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from core.api import ScopedAPIView, json_body
 from core.audit import audit_record, request_actor
 from core.errors import FieldError, InvalidInput
+from core.parsers import MultiPartParser
 from core.serializers import AUTH, BODY, NAMED, error_responses
 from core.text import first_bad_string
 from registry import selectors, services
@@ -63,6 +65,7 @@ class ReferenceView(ScopedAPIView):
     """Baseline rows as JSON `{rows: [...]}`, a `text/csv` body, or a multipart `file` (CSV)."""
 
     required_scopes = {"POST": "ingest"}
+    parser_classes = [JSONParser, MultiPartParser]
 
     @extend_schema(
         request={
@@ -114,6 +117,7 @@ class VersionListView(ScopedAPIView):
     """A version as multipart (artifact file + JSON fields) or as a JSON body without artifact."""
 
     required_scopes = {"GET": "read", "POST": "ingest"}
+    parser_classes = [JSONParser, MultiPartParser]
 
     @extend_schema(responses={200: VersionOut(many=True), **error_responses(*NAMED)})
     def get(self, request: Request, name: str) -> Response:

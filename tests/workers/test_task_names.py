@@ -6,6 +6,7 @@ from workers.tasks import monitoring, retraining, system
 
 PINNED = {
     (system, "platform_info"): "driftwatch.system.platform_info",
+    (system, "outbox_flush"): "driftwatch.system.outbox_flush",
     (monitoring, "run_due_checks"): "driftwatch.checks.run_due",
     (monitoring, "reap_stuck_checks"): "driftwatch.checks.reap_stuck",
     (monitoring, "check_model"): "driftwatch.checks.check_model",

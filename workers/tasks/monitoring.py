@@ -34,10 +34,11 @@ def refresh_labels() -> int:
     return checks_labels_refresh()
 
 
-@app.task(name=queues.CHECK_MODEL)
-def check_model(model_id: int, window_spec: str, window_end: str) -> int | None:
+@app.task(name=queues.CHECK_MODEL, bind=True)
+def check_model(self: Any, model_id: int, window_spec: str, window_end: str) -> int | None:
     window = parse_window_spec(window_spec, datetime.fromisoformat(window_end))
-    check = quality_check_run(model_id=model_id, window=window)
+    # The task id owns the row: a redelivery of this message after a kill takes over at once.
+    check = quality_check_run(model_id=model_id, window=window, owner=self.request.id or "")
     return check.pk if check else None
 
 

@@ -15,3 +15,11 @@ def platform_info() -> dict[str, str]:
         "module_file": str(getattr(platform, "__file__", "")),
         "stdlib_dir": sysconfig.get_paths()["stdlib"],
     }
+
+
+@app.task(name=queues.OUTBOX_FLUSH)
+def outbox_flush() -> int:
+    """Re-send the messages the broker refused while it was down (core.enqueue)."""
+    from core.enqueue import outbox_flush as flush
+
+    return flush()

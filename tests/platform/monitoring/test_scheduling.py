@@ -64,3 +64,4 @@ def test_beat_rows_exist_once_and_name_pinned_tasks() -> None:
         "driftwatch.checks.refresh_labels",
     }
     assert ours.count() == 3
+    assert PeriodicTask.objects.filter(task="driftwatch.system.outbox_flush").count() == 1

@@ -1,0 +1,87 @@
+"""Concurrent, overlapping batches: every request succeeds and every id is stored once.
+
+On PostgreSQL two transactions inserting the same ids in different orders wait on each other's
+unique-index entries; without a fixed insertion order that is a deadlock (a 500 for one of them).
+"""
+
+import random
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.db import connections
+
+from monitoring.models import GroundTruth, PredictionSample
+from monitoring.services import labels_ingest, predictions_ingest
+from registry.models import RegisteredModel
+from tests.platform.conftest import make_model, make_sample
+
+THREADS = 6
+ROUNDS = 4
+BATCH = 1500
+IDS = 2000  # batches of 1500 out of 2000 ids: every pair of batches overlaps heavily
+
+
+def _run_concurrently(work: Callable[[random.Random], None]) -> list[BaseException]:
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(THREADS)
+
+    def run(seed: int) -> None:
+        rng = random.Random(seed)
+        try:
+            for _ in range(ROUNDS):
+                barrier.wait()
+                work(rng)
+        except BaseException as exc:  # collected and asserted on in the test's thread
+            errors.append(exc)
+            barrier.abort()
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=run, args=(seed,)) for seed in range(THREADS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return errors
+
+
+def _shuffled_batch(rng: random.Random) -> list[int]:
+    ids = rng.sample(range(IDS), BATCH)
+    rng.shuffle(ids)
+    return ids
+
+
+@pytest.fixture
+def model(transactional_db: None) -> RegisteredModel:
+    return make_model()
+
+
+def test_overlapping_prediction_batches_in_parallel_all_succeed_and_store_each_id_once(
+    model: RegisteredModel,
+) -> None:
+    accepted: list[int] = []
+
+    def work(rng: random.Random) -> None:
+        body: dict[str, Any] = {"samples": [make_sample(i) for i in _shuffled_batch(rng)]}
+        accepted.append(predictions_ingest(model=model, body=body).accepted)
+
+    errors = _run_concurrently(work)
+    assert errors == []
+    stored = PredictionSample.objects.filter(model=model).count()
+    assert stored == sum(accepted)
+    assert stored == len(set(PredictionSample.objects.filter(model=model).values_list("sample_id")))
+
+
+def test_overlapping_label_batches_in_parallel_all_succeed_and_store_each_id_once(
+    model: RegisteredModel,
+) -> None:
+    def work(rng: random.Random) -> None:
+        body = {"labels": [{"id": f"s{i}", "label": "yes"} for i in _shuffled_batch(rng)]}
+        labels_ingest(model=model, body=body)
+
+    errors = _run_concurrently(work)
+    assert errors == []
+    ids = list(GroundTruth.objects.filter(model=model).values_list("sample_id", flat=True))
+    assert len(ids) == len(set(ids)) and len(ids) <= IDS
