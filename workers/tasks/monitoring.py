@@ -6,7 +6,6 @@ queued messages store it (tests/workers/test_task_names.py pins them).
 
 import logging
 from datetime import datetime
-from typing import Any
 
 from monitoring.checks import checks_labels_refresh, quality_check_run
 from monitoring.notify import TransientDeliveryError, notification_deliver, notifications_reap_stuck
@@ -42,13 +41,20 @@ def check_model(self: Any, model_id: int, window_spec: str, window_end: str) -> 
     return check.pk if check else None
 
 
-@app.task(name=queues.DELIVER_NOTIFICATION, bind=True, max_retries=5, default_retry_delay=10)
-def deliver_notification(self: Any, notification_id: int) -> str:
+@app.task(
+    name=queues.DELIVER_NOTIFICATION,
+    # Celery's own backoff: about 10 s, 20 s, 40 s, ... (jittered, at most 10 min), 5 retries.
+    autoretry_for=(TransientDeliveryError,),
+    retry_backoff=10,
+    retry_backoff_max=600,
+    retry_jitter=True,
+    max_retries=5,
+)
+def deliver_notification(notification_id: int) -> str:
     try:
         return notification_deliver(notification_id=notification_id)
-    except TransientDeliveryError as exc:
-        # Exponential backoff: 10 s, 20 s, 40 s, ...
-        raise self.retry(exc=exc, countdown=10 * 2**self.request.retries) from exc
+    except TransientDeliveryError:
+        raise  # retried by autoretry_for
     except Exception:
         # A refusal (4xx) or bad config: recorded as failed on the row, never retried.
         logger.exception("notification %s failed for good", notification_id)
