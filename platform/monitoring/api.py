@@ -189,7 +189,7 @@ class PolicyView(ScopedAPIView):
         responses={200: PolicyOut, **error_responses(*NAMED, *BODY, 415)},
     )
     def patch(self, request: Request, name: str) -> Response:
-        policy = policy_for(model_get(name=name))
+        policy = services.policy_ensure(model=model_get(name=name))
         changes = json_body(request)
         with transaction.atomic():
             policy = policy_update(policy=policy, changes=changes)

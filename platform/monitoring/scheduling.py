@@ -10,7 +10,7 @@ from django_celery_beat.models import IntervalSchedule, PeriodicTask
 from core.enqueue import enqueue
 from monitoring.checks import MAX_ATTEMPTS, stale_after
 from monitoring.models import CheckState, MonitoringPolicy, QualityCheck
-from monitoring.selectors import policy_for
+from monitoring.services import policy_ensure
 from monitoring.window import scheduled_window
 from registry.models import RegisteredModel
 from workers import queues
@@ -36,7 +36,7 @@ def checks_dispatch_due(*, now: datetime | None = None) -> int:
     """Claim each due policy by compare-and-set on next_check_at, then enqueue its check."""
     now = now or timezone.now()
     for model in RegisteredModel.objects.filter(policy__isnull=True):
-        policy_for(model)  # every model is monitored by default
+        policy_ensure(model=model)  # every model is monitored by default
     due = MonitoringPolicy.objects.filter(enabled=True).filter(
         Q(next_check_at__isnull=True) | Q(next_check_at__lte=now)
     )

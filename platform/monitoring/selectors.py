@@ -6,8 +6,7 @@ from registry.models import RegisteredModel
 
 
 def policy_for(model: RegisteredModel) -> MonitoringPolicy:
-    """The model's policy, created on first use with the metric that fits its task."""
-    policy, _ = MonitoringPolicy.objects.get_or_create(
-        model=model, defaults={"metric": default_metric(model.task)}
-    )
-    return policy
+    """The model's policy; a model without a stored one gets the defaults (unsaved: a read never
+    writes; monitoring.policy.policy_ensure stores it)."""
+    policy = MonitoringPolicy.objects.filter(model=model).first()
+    return policy or MonitoringPolicy(model=model, metric=default_metric(model.task))

@@ -9,7 +9,8 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from monitoring.models import GroundTruth, PredictionSample
+from monitoring.models import GroundTruth, MonitoringPolicy, PredictionSample
+from monitoring.policy import default_metric
 from monitoring.validation import CleanSample, clean_labels, clean_samples, require_list
 from registry.models import ModelVersion, RegisteredModel, VersionStatus
 from registry.schema import model_schema
@@ -163,3 +164,11 @@ def labels_ingest(*, model: RegisteredModel, body: Any) -> LabelResult:
         )
         matched = len(_existing_sample_ids(model, list(labels)))
     return LabelResult(matched=matched, pending=len(labels) - matched)
+
+
+def policy_ensure(*, model: RegisteredModel) -> MonitoringPolicy:
+    """The model's stored policy, created with the defaults (the metric that fits its task)."""
+    policy, _ = MonitoringPolicy.objects.get_or_create(
+        model=model, defaults={"metric": default_metric(model.task)}
+    )
+    return policy

@@ -12,6 +12,7 @@ from rest_framework.test import APIClient
 
 from monitoring.models import MonitoringPolicy
 from monitoring.selectors import policy_for
+from monitoring.services import policy_ensure
 from registry.models import RegisteredModel
 from registry.services import model_register
 from tests.platform.monitoring.factories import monitored_model
@@ -87,7 +88,7 @@ def test_a_regression_model_defaults_to_mae_lower_is_better() -> None:
 def test_a_classification_metric_on_a_regressor_is_a_400(
     client_for: Callable[[str], APIClient], db: None
 ) -> None:
-    policy_for(regressor())
+    policy_ensure(model=regressor())
     response = client_for("admin").patch("/api/v1/models/price/policy", {"metric": "accuracy"}, format="json")
     assert response.status_code == 400 and response.json()["errors"][0]["field"] == "metric"
     assert MonitoringPolicy.objects.get(model__name="price").metric == "mae"
@@ -105,3 +106,10 @@ def test_migration_moves_existing_regression_policies_off_accuracy() -> None:
         "price": "mae",
         "other": "rmse",
     }
+
+
+def test_reading_a_policy_never_stores_one(client_for: Callable[[str], APIClient], db: None) -> None:
+    regressor()
+    response = client_for("read").get("/api/v1/models/price/policy")
+    assert response.status_code == 200 and response.json()["metric"] == "mae"
+    assert not MonitoringPolicy.objects.filter(model__name="price").exists()
