@@ -8,7 +8,7 @@ import pytest
 
 from monitoring.checks import quality_check_run
 from monitoring.models import Alert, MonitoringPolicy, QualityCheck
-from monitoring.selectors import policy_for
+from monitoring.services import policy_ensure
 from monitoring.services import labels_ingest, predictions_ingest
 from monitoring.window import scheduled_window
 from registry.models import RegisteredModel
@@ -59,7 +59,7 @@ def register(name: str, task: str, features: list[str], reference: list[dict[str
         data["classes"] = [0, 1]
     model = model_register(data=data)
     reference_upload(model=model, rows=reference)
-    policy = policy_for(model)
+    policy = policy_ensure(model=model)
     MonitoringPolicy.objects.filter(pk=policy.pk).update(
         window_kind="samples", window_size=2000, min_samples=200, min_labels=200, cooldown_minutes=0
     )
