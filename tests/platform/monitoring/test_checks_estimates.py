@@ -8,8 +8,7 @@ import pytest
 
 from monitoring.checks import quality_check_run
 from monitoring.models import Alert, MonitoringPolicy, QualityCheck
-from monitoring.services import policy_ensure
-from monitoring.services import labels_ingest, predictions_ingest
+from monitoring.services import labels_ingest, policy_ensure, predictions_ingest
 from monitoring.window import scheduled_window
 from registry.models import RegisteredModel
 from registry.services import model_register, reference_upload
