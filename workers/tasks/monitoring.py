@@ -6,6 +6,7 @@ queued messages store it (tests/workers/test_task_names.py pins them).
 
 import logging
 from datetime import datetime
+from typing import Any
 
 from monitoring.checks import checks_labels_refresh, quality_check_run
 from monitoring.notify import TransientDeliveryError, notification_deliver, notifications_reap_stuck
