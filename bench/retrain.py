@@ -7,7 +7,8 @@ The stream: x1, x2 ~ N(0, 1), a categorical segment, 5% label noise; the concept
 "yes when x1 + x2 > 0", switching to "x1 - x2 > 0" at sample 2,000 and to "x2 > 0.5·x1" at 5,000.
 Samples go through the ingestion API in batches of 200, their labels right after. Every batch
 the check that celery-beat would dispatch runs (last 600 samples); an open accuracy alert with
-auto-retrain on becomes a job (`jobs_from_alerts`, the beat tick) that runs in this process
+auto-retrain on becomes a job (the policy's baseline is fixed at the first champion's reference
+accuracy, so a challenger trained on a mix of concepts cannot lower the bar) (`jobs_from_alerts`, the beat tick) that runs in this process
 (`job_run`, the task's service call: estimator plan, training, gate, promotion); the serving
 side then downloads the champion through the API and predicts with it.
 
@@ -122,6 +123,7 @@ def register(client: Any, name: str, bundle: Any, ref: pd.DataFrame, ref_labels:
               "config": json.dumps({"recipe": bundle.recipe.to_dict()}), "champion": "true"}  # fmt: skip
     assert client.post(f"/api/v1/models/{name}/versions", upload, format="multipart").status_code == 201
     predictions, proba = Predictor(bundle).predict(ref)
+    target = float(np.mean([p == y for p, y in zip(predictions, ref_labels, strict=True)]))
     reference = [
         {
             "features": f,
@@ -138,7 +140,7 @@ def register(client: Any, name: str, bundle: Any, ref: pd.DataFrame, ref_labels:
     MonitoringPolicy.objects.update_or_create(
         model=model,
         defaults={"window_kind": "samples", "window_size": WINDOW, "min_samples": 200, "min_labels": 200,
-                  "tolerance": 0.06, "cooldown_minutes": 0, "auto_retrain": True},
+                  "tolerance": 0.06, "cooldown_minutes": 0, "auto_retrain": True, "baseline": target},
     )  # fmt: skip
     RetrainPolicy.objects.update_or_create(
         model=model,

@@ -11,7 +11,7 @@ from django.utils import timezone
 from core.audit import audit_record
 from core.errors import Conflict
 from monitoring.checks import policy_for
-from monitoring.models import Alert, AlertKind, AlertState
+from monitoring.models import Alert, AlertKind, AlertState, QualityCheck
 from registry.models import ModelVersion, RegisteredModel, VersionStatus
 from retraining.models import ACTIVE_STATES, Decision, JobState, RetrainJob, RetrainPolicy, Trigger
 
@@ -19,8 +19,9 @@ logger = logging.getLogger(__name__)
 
 RETRAIN_ALERT_KINDS = (AlertKind.ACCURACY_DROP, AlertKind.ESTIMATED_ACCURACY_DROP)
 # An alert whose job failed the gate (or failed) may try again once the retrain cooldown is over:
-# with more post-drift data the next challenger can pass.
-PROMOTED_OR_WAITING = (Decision.PROMOTED, Decision.AWAITING_APPROVAL, Decision.ROLLED_BACK, Decision.REJECTED)
+# with more post-drift data the next challenger can pass. So may one whose promoted champion still
+# breaches in a later check. A person's decision (waiting, rejected, rolled back) stops it.
+HUMAN_OR_WAITING = (Decision.AWAITING_APPROVAL, Decision.ROLLED_BACK, Decision.REJECTED)
 
 
 class JobAlreadyActive(Conflict):
@@ -105,10 +106,12 @@ def jobs_from_alerts(*, now: datetime | None = None) -> int:
 def _alert_should_retrain(alert: Alert, now: datetime) -> bool:
     if not policy_for(alert.model).auto_retrain:
         return False
-    if RetrainJob.objects.filter(alert=alert, decision__in=PROMOTED_OR_WAITING).exists():
-        return False  # this alert already produced a champion (or one waits for approval)
+    if RetrainJob.objects.filter(alert=alert, decision__in=HUMAN_OR_WAITING).exists():
+        return False  # a person decided on this alert's challenger, or one waits for them
     check = alert.last_check or alert.opened_by
     if check is None or not (check.decisions or {}).get("usable_for_training", False):
+        return False
+    if not _breach_is_news(alert, check):
         return False
     cooldown = timedelta(minutes=retrain_policy_for(alert.model).cooldown_minutes)
     recent = RetrainJob.objects.filter(
@@ -117,4 +120,24 @@ def _alert_should_retrain(alert: Alert, now: datetime) -> bool:
     return (
         not recent.exists()
         and not RetrainJob.objects.filter(Q(model=alert.model) & Q(state__in=ACTIVE_STATES)).exists()
+    )
+
+
+def _breach_is_news(alert: Alert, check: QualityCheck) -> bool:
+    """After this alert's job promoted a champion, only a later check of that champion that still
+    breaches (the alert is still open) justifies another job: the new model must show it too."""
+    promoted = (
+        RetrainJob.objects.filter(alert=alert, decision=Decision.PROMOTED).order_by("-decided_at").first()
+    )
+    if promoted is None:
+        return True
+    fresh = (
+        check.finished_at is not None
+        and promoted.decided_at is not None
+        and check.finished_at > promoted.decided_at
+    )
+    return (
+        fresh
+        and check.version_id == promoted.result_version_id
+        and bool(check.decisions.get("accuracy_drop"))
     )

@@ -130,9 +130,30 @@ def test_an_alert_whose_challenger_was_promoted_makes_no_second_job() -> None:
     _auto(model)
     _alert(model)
     jobs_from_alerts()
-    RetrainJob.objects.update(state=JobState.SUCCEEDED, decision="promoted")
+    RetrainJob.objects.update(state=JobState.SUCCEEDED, decision="promoted", decided_at=timezone.now())
     RetrainPolicy.objects.filter(model=model).update(cooldown_minutes=0)
     assert jobs_from_alerts() == 0
+
+
+@pytest.mark.django_db
+def test_a_later_check_where_the_promoted_champion_still_breaches_retrains_again() -> None:
+    from registry.models import ModelVersion
+
+    model = make_model()
+    _auto(model)
+    alert = _alert(model)
+    jobs_from_alerts()
+    version = ModelVersion.objects.create(model=model, version=1, status="champion")
+    RetrainJob.objects.update(state=JobState.SUCCEEDED, decision="promoted", decided_at=timezone.now(),
+                              result_version=version)  # fmt: skip
+    RetrainPolicy.objects.filter(model=model).update(cooldown_minutes=0)
+    later = QualityCheck.objects.create(
+        model=model, window_spec="600samples", window_start=timezone.now(), window_end=timezone.now(),
+        state="done", started_at=timezone.now(), finished_at=timezone.now() + timedelta(seconds=1), version=version,
+        decisions={"usable_for_training": True, "accuracy_drop": True},
+    )  # fmt: skip
+    Alert.objects.filter(pk=alert.pk).update(last_check=later)
+    assert jobs_from_alerts() == 1
 
 
 @pytest.mark.django_db
