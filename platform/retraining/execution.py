@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 from django.conf import settings
 from django.core.files.base import ContentFile
+from django.db import transaction
 from django.db.models import F, Value
 from django.db.models.functions import Concat
 from django.utils import timezone
@@ -118,16 +119,21 @@ def _run(job: RetrainJob) -> None:
     if not _move(job, JobState.RUNNING, JobState.EVALUATING):
         raise engine.TrainingCancelled("the job left 'running' (cancelled or reaped)")
     version, verdict = _evaluate(job, policy, data, result, champion)
-    RetrainJob.objects.filter(pk=job.pk, state=JobState.EVALUATING).update(
-        state=JobState.SUCCEEDED, finished_at=timezone.now(), result_version=version, gate=verdict.to_dict()
-    )
-    job_log(
-        job.pk,
-        f"challenger v{version.version}: gate {'passed' if verdict.passed else 'failed'}: {verdict.reason}",
-    )
     from retraining.promotion import job_decide
 
-    job_decide(job=RetrainJob.objects.get(pk=job.pk), policy=policy, verdict=verdict)
+    # One transaction: nobody sees "succeeded" without its decision (promoted, waiting, rejected).
+    with transaction.atomic():
+        RetrainJob.objects.filter(pk=job.pk, state=JobState.EVALUATING).update(
+            state=JobState.SUCCEEDED,
+            finished_at=timezone.now(),
+            result_version=version,
+            gate=verdict.to_dict(),
+        )
+        job_log(
+            job.pk,
+            f"challenger v{version.version}: gate {'passed' if verdict.passed else 'failed'}: {verdict.reason}",
+        )
+        job_decide(job=RetrainJob.objects.get(pk=job.pk), policy=policy, verdict=verdict)
 
 
 def training_data(model: RegisteredModel, policy: RetrainPolicy, *, now: datetime) -> TrainingData:
