@@ -10,8 +10,8 @@ from django.utils import timezone
 
 from core.audit import audit_record
 from core.errors import Conflict
-from monitoring.checks import policy_for
 from monitoring.models import Alert, AlertKind, AlertState, QualityCheck
+from monitoring.selectors import policy_for
 from registry.models import ModelVersion, RegisteredModel, VersionStatus
 from retraining.models import ACTIVE_STATES, Decision, JobState, RetrainJob, RetrainPolicy, Trigger
 

@@ -14,8 +14,8 @@ from typing import Any
 from django.urls import reverse
 
 from core.enqueue import enqueue
-from monitoring.checks import policy_for
 from monitoring.notify import SIGNATURE_HEADER, TIMESTAMP_HEADER, TransientDeliveryError, webhook_signature
+from monitoring.selectors import policy_for
 from registry.models import ModelVersion, VersionStatus
 from retraining.models import RetrainJob
 from workers import queues
