@@ -310,10 +310,6 @@ SPECTACULAR_SETTINGS = {
         "AlertStateEnum": "monitoring.models.AlertState",
         "NotificationStateEnum": "monitoring.models.NotificationState",
     },
-    "POSTPROCESSING_HOOKS": [
-        "drf_spectacular.hooks.postprocess_schema_enums",
-        "core.schema.add_error_responses",
-    ],
 }
 
 # --- Celery -------------------------------------------------------------------------------
