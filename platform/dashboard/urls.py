@@ -1,11 +1,15 @@
 from django.contrib.auth import views as auth_views
+from django.templatetags.static import static
 from django.urls import path
+from django.views.generic import RedirectView
 
 from dashboard import views
 
 app_name = "dashboard"
 urlpatterns = [
     path("", views.home, name="home"),
+    # Browsers ask for /favicon.ico on pages without an icon link (admin, API docs).
+    path("favicon.ico", RedirectView.as_view(url=static("img/favicon.svg"), permanent=True)),
     path(
         "login/",
         auth_views.LoginView.as_view(template_name="dashboard/login.html", redirect_authenticated_user=True),
