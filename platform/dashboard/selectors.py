@@ -426,7 +426,11 @@ def alerts_list(
         default=Value(2),
         output_field=IntegerField(),
     )
-    return list(queryset.annotate(rank=rank).order_by("rank", "-opened_at")[:limit])
+    cooldown = Subquery(
+        MonitoringPolicy.objects.filter(model=OuterRef("model")).values("cooldown_minutes")[:1]
+    )
+    queryset = queryset.annotate(rank=rank, cooldown=cooldown).select_related("last_check")
+    return list(queryset.order_by("rank", "-opened_at")[:limit])
 
 
 def alert_counts() -> dict[str, int]:

@@ -211,8 +211,11 @@ def _back(request: HttpRequest, fallback: str) -> HttpResponseRedirect:
 @staff_required
 def alert_acknowledge(request: HttpRequest, alert_id: int) -> HttpResponse:
     alert = selectors.alert_get(alert_id=alert_id)
-    if alert_services.alert_acknowledge(alert=alert):
+    if alert_services.alert_acknowledge(alert=alert, by=request.user.get_username()):
         audit_record(actor=request.user, action="alert.acknowledge", target=alert)
+        messages.success(
+            request, f"Alert #{alert.pk} ({alert.kind}) acknowledged by {request.user.get_username()}."
+        )
     else:
         messages.warning(request, f"Alert #{alert.pk} was not open (it is {alert.state}).")
     return _back(request, reverse("dashboard:model", args=[alert.model.name]))
@@ -224,6 +227,12 @@ def alert_resolve(request: HttpRequest, alert_id: int) -> HttpResponse:
     alert = selectors.alert_get(alert_id=alert_id)
     if alert_services.alert_resolve(alert=alert):
         audit_record(actor=request.user, action="alert.resolve", target=alert)
+        cooldown = selectors.policy_get(model=alert.model).cooldown_minutes
+        messages.success(
+            request,
+            f"Alert #{alert.pk} ({alert.kind}) resolved. A new {alert.kind} alert can open again after "
+            f"the {cooldown}-minute cooldown, if checks still breach.",
+        )
     else:
         messages.warning(request, f"Alert #{alert.pk} was already resolved.")
     return _back(request, reverse("dashboard:model", args=[alert.model.name]))

@@ -134,7 +134,7 @@ class AlertAdmin(admin.ModelAdmin):
     def acknowledge(self, request: HttpRequest, queryset: QuerySet[Alert]) -> None:
         done = 0
         for alert in queryset:
-            if alert_acknowledge(alert=alert):
+            if alert_acknowledge(alert=alert, by=request.user.get_username()):
                 audit_record(actor=request.user, action="alert.acknowledge", target=alert)
                 done += 1
         self.message_user(request, f"{done} alert(s) acknowledged")

@@ -42,6 +42,16 @@ def alerts_evaluate(*, check: QualityCheck, policy: "MonitoringPolicy") -> Alert
         if live is not None:
             if _clear_for(check, policy, kind, live) and alert_resolve(alert=live, check=check):
                 changes.resolved.append(live)
+            elif decision is True:
+                # Still breaching: the message tells the current state, not the opening one.
+                details = {
+                    **live.details,
+                    "last_seen_at": check.window_end.isoformat(),
+                    "last_seen_check": check.pk,
+                }
+                Alert.objects.filter(pk=live.pk).update(
+                    last_check=check, message=_message(kind, check), details=details
+                )
             else:
                 Alert.objects.filter(pk=live.pk).update(last_check=check)
         elif decision is True and _k_of_n(check, policy, kind) and not _in_cooldown(check, policy, kind):
@@ -100,27 +110,42 @@ def _severity(kind: str, decisions: dict[str, Any]) -> str:
     return Severity.WARNING
 
 
+def drift_score_text(column: dict[str, Any]) -> str:
+    """One drift test's result as every page and message names it: "Z-test p_value 0.0307
+    (threshold 0.0500)"."""
+    name = column.get("method_display") or column.get("method") or "score"
+    score, threshold = column.get("score"), column.get("threshold")
+    text = f"{name} {score:.4f}" if isinstance(score, int | float) else f"{name} —"
+    return text + (f" (threshold {threshold:.4f})" if isinstance(threshold, int | float) else "")
+
+
 def _message(kind: str, check: QualityCheck) -> str:
     d = check.decisions
     if kind == AlertKind.ACCURACY_DROP:
         evidence = (d.get("sequential") or {}).get("evidence")
         if d.get("accuracy_drop_by") and evidence:
+            value = d.get("value")
+            window = f"{value:.4f}" if isinstance(value, int | float) else "—"
             return (
                 f"error rate {evidence['error_before']:.4f} -> {evidence['error_after']:.4f} "
-                f"(ADWIN, at label {evidence['label_number']}; window {d['metric']} {d.get('value')})"
+                f"(ADWIN, at label {evidence['label_number']}; window {d['metric']} {window})"
             )
-        return f"{d['metric']} {d['value']:.4f} vs baseline {d['baseline']:.4f} (tolerance {d['tolerance']})"
+        return f"{d['metric']} {d['value']:.4f} vs baseline {d['baseline']:.4f} (tolerance {d['tolerance']:.4f})"
     if kind == AlertKind.ESTIMATED_ACCURACY_DROP:
         metric = check.estimated.get("metric", "accuracy")
-        return f"estimated {metric} {check.estimated['value']:.4f} (no labels needed) vs baseline {d['baseline']}"
+        return (
+            f"estimated {metric} {check.estimated['value']:.4f} (no labels needed) "
+            f"vs baseline {d['baseline']:.4f} (tolerance {d['tolerance']:.4f})"
+        )
     if kind == AlertKind.MULTIVARIATE_DRIFT:
         m = check.drift.get("multivariate", {})
         return f"multivariate drift: PCA reconstruction error {m.get('score', 0):.4f} outside {m.get('band')}"
     if kind == AlertKind.DATA_DRIFT:
         drifted = [n for n, c in check.drift.get("columns", {}).items() if c.get("drifted")]
-        return f"data drift: {len(drifted)} feature(s) drifted ({', '.join(drifted[:8])})"
+        total = len(check.drift.get("columns", {}))
+        return f"data drift: {len(drifted)} of {total} feature(s) drifted ({', '.join(drifted[:8])})"
     if kind == AlertKind.PREDICTION_DRIFT:
-        return f"prediction drift: {check.prediction_drift.get('method')} score {check.prediction_drift.get('score')}"
+        return f"prediction drift: {drift_score_text(check.prediction_drift)}"
     return "broken feed: " + "; ".join(check.data_quality.get("reasons", []))
 
 
@@ -156,10 +181,12 @@ def alert_resolve(*, alert: Alert, check: QualityCheck | None = None) -> bool:
     return bool(updated)
 
 
-def alert_acknowledge(*, alert: Alert) -> bool:
+def alert_acknowledge(*, alert: Alert, by: str | None = None) -> bool:
+    """Open → acknowledged, recording who (a username) when a person did it."""
+    details = {**alert.details, "acknowledged_by": by} if by else alert.details
     return bool(
         Alert.objects.filter(pk=alert.pk, state=AlertState.OPEN).update(
-            state=AlertState.ACKNOWLEDGED, acknowledged_at=timezone.now()
+            state=AlertState.ACKNOWLEDGED, acknowledged_at=timezone.now(), details=details
         )
     )
 
