@@ -20,7 +20,7 @@ from monitoring.models import (
     PredictionSample,
     QualityCheck,
 )
-from registry.models import ModelVersion, RegisteredModel, VersionStatus
+from registry.models import ModelVersion, ReferenceDataset, RegisteredModel, VersionStatus
 from workers.drift.stats import STATTESTS
 
 CHART_CHECKS = 60
@@ -101,10 +101,32 @@ def _model_row(model: RegisteredModel) -> dict[str, Any]:
         "acknowledged_alerts": model.n_acknowledged or 0,  # type: ignore[attr-defined]
         "latest": check_row(check=latest, metric=policy.metric) if latest else None,
         "realised": check_row(check=realised, metric=policy.metric) if realised else None,
+        # The latest window has no labels yet, so the page shows the last realised value, marked *.
+        "realised_fallback": bool(
+            latest and realised and _num((latest.metrics or {}).get(policy.metric)) is None
+        ),
     }
 
 
-def policy_rows(*, policy: MonitoringPolicy) -> list[tuple[str, Any]]:
+def reference_get(*, model: RegisteredModel) -> ReferenceDataset | None:
+    return ReferenceDataset.objects.filter(model=model, is_active=True).order_by("-pk").first()
+
+
+def baseline_text(*, policy: MonitoringPolicy, reference: ReferenceDataset | None) -> str:
+    """Where the baseline comes from, as the checks compute it (monitoring.checks)."""
+    if policy.baseline is not None:
+        return f"{policy.baseline:.4f} (set in the policy)"
+    value = _num((reference.baseline_metrics or {}).get(policy.metric)) if reference else None
+    if value is not None:
+        return f"{value:.4f} (the model's {policy.metric} on its reference rows)"
+    if reference is None:
+        return "none: no reference dataset"
+    return "none: the reference rows carry no predictions"
+
+
+def policy_rows(
+    *, policy: MonitoringPolicy, reference: ReferenceDataset | None = None
+) -> list[tuple[str, Any]]:
     unit = {"samples": "samples", "labelled": "labelled samples"}.get(policy.window_kind, "hours")
     window = f"last {policy.window_size} {unit}"
     return [
@@ -113,7 +135,7 @@ def policy_rows(*, policy: MonitoringPolicy) -> list[tuple[str, Any]]:
         ("check every", f"{policy.check_every_minutes} min"),
         ("min samples / labels", f"{policy.min_samples} / {policy.min_labels}"),
         ("metric", policy.metric),
-        ("baseline", policy.baseline if policy.baseline is not None else "champion on reference"),
+        ("baseline", baseline_text(policy=policy, reference=reference)),
         ("tolerance", policy.tolerance),
         ("dataset drift at share", policy.drift_share),
         ("alert when", f"{policy.alert_k} of last {policy.alert_n} checks breach"),
@@ -125,7 +147,7 @@ def policy_rows(*, policy: MonitoringPolicy) -> list[tuple[str, Any]]:
 
 
 def versions_list(*, model: RegisteredModel) -> QuerySet[ModelVersion]:
-    return ModelVersion.objects.filter(model=model).order_by("-version")
+    return ModelVersion.objects.filter(model=model).select_related("parent").order_by("-version")
 
 
 # --- checks ---------------------------------------------------------------------------------
@@ -201,7 +223,7 @@ def quality_chart(*, model: RegisteredModel, policy: MonitoringPolicy) -> dict[s
         return None
     metric = policy.metric
     rows = [check_row(check=c, metric=metric) for c in checks]
-    labels = [c.window_end.strftime("%m-%d %H:%M") for c in checks]
+    labels = [c.window_end.strftime("%Y-%m-%d %H:%M") for c in checks]
     series = [
         Series(
             f"{metric} (realised)",
@@ -340,7 +362,7 @@ def drift_heatmap(*, model: RegisteredModel) -> dict[str, Any] | None:
     columns = [
         {
             "id": c.pk,
-            "label": c.window_end.strftime("%m-%d %H:%M"),
+            "label": c.window_end.strftime("%Y-%m-%d %H:%M"),
             "share": _num((c.drift or {}).get("share")),
             "dataset_drift": bool((c.drift or {}).get("dataset_drift")),
         }

@@ -19,6 +19,7 @@ from django.views.decorators.http import require_POST
 from core.audit import audit_record
 from core.errors import Conflict
 from dashboard import selectors
+from dashboard.templatetags.dashboard_extras import window_label
 from monitoring import alerts as alert_services
 from monitoring import checks as check_services
 from monitoring import reports
@@ -58,7 +59,9 @@ def gpu_page(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
-    return render(request, "dashboard/home.html", {"models": selectors.model_rows()})
+    rows = selectors.model_rows()
+    context = {"models": rows, "any_fallback": any(r["realised_fallback"] for r in rows)}
+    return render(request, "dashboard/home.html", context)
 
 
 @login_required
@@ -66,11 +69,13 @@ def model_page(request: HttpRequest, name: str) -> HttpResponse:
     model = model_get(name=name)
     policy = selectors.policy_get(model=model)
     latest = selectors.latest_done_check(model=model)
+    reference = selectors.reference_get(model=model)
     context = {
+        "reference": reference,
         "model": model,
         "summary": selectors.model_rows(name=model.name)[0],
         "policy": policy,
-        "policy_rows": selectors.policy_rows(policy=policy),
+        "policy_rows": selectors.policy_rows(policy=policy, reference=reference),
         "chart": selectors.quality_chart(model=model, policy=policy),
         "heatmap": selectors.drift_heatmap(model=model),
         "latest": latest,
@@ -96,7 +101,7 @@ def model_check_run(request: HttpRequest, name: str) -> HttpResponse:
         return redirect("dashboard:model", name=model.name)
     if check is not None:
         audit_record(actor=request.user, action="check.run", target=check)
-        messages.success(request, f"Check #{check.pk} over {check.window_spec}: {check.state}.")
+        messages.success(request, f"Check #{check.pk} over {window_label(check.window_spec)}: {check.state}.")
     return redirect("dashboard:model", name=model.name)
 
 

@@ -41,3 +41,27 @@ def pretty_json(value: Any) -> str:
 @register.filter
 def signed(value: Any, digits: int = 3) -> str:
     return f"{value:+.{int(digits)}f}" if _finite(value) else "—"
+
+
+@register.filter
+def window_label(spec: Any) -> str:
+    """A stored window spec in words: "1000samples" → "last 1000 samples", "24h" → "last 24 h"."""
+    text = str(spec or "")
+    if text.endswith("samples") and text.removesuffix("samples").isdigit():
+        return f"last {text.removesuffix('samples')} samples"
+    if text.endswith("labelled") and text.removesuffix("labelled").isdigit():
+        return f"last {text.removesuffix('labelled')} labelled samples"
+    if text.endswith("h") and text[:-1].isdigit():
+        return f"last {text[:-1]} h"
+    if text.startswith("range:"):
+        return "range"
+    return text
+
+
+@register.filter
+def metrics_text(metrics: Any) -> str:
+    """A version's metrics dict as "accuracy 0.912 · f1_macro 0.884", never a Python dict."""
+    if not isinstance(metrics, dict) or not metrics:
+        return "—"
+    parts = [f"{k} {num(v)}" for k, v in metrics.items() if _finite(v)]
+    return " · ".join(parts) or "—"
