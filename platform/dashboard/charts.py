@@ -6,6 +6,7 @@ Pure Python (no Django): the selectors feed it numbers, the template draws what 
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 WIDTH, HEIGHT = 900, 300
@@ -57,15 +58,41 @@ def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
     return [round(first + i * step, 10) for i in range(int((hi - first) / step) + 1)]
 
 
+TIME_STEPS = [  # seconds between x ticks, smallest first
+    60,
+    300,
+    900,
+    1800,
+    3600,
+    3 * 3600,
+    6 * 3600,
+    12 * 3600,
+    86400,
+    2 * 86400,
+    7 * 86400,
+    14 * 86400,
+    30 * 86400,
+]
+
+
 class _Frame:
-    def __init__(self, n: int, lo: float, hi: float) -> None:
-        self.n, self.lo, self.hi = n, lo, hi
+    """Maps x positions (seconds since the epoch, or indexes when no times are given) and values."""
+
+    def __init__(
+        self, xs: Sequence[float], lo: float, hi: float, x_range: tuple[float, float] | None = None
+    ) -> None:
+        self.n, self.lo, self.hi = len(xs), lo, hi
+        self.x0, self.x1 = x_range if x_range else ((min(xs), max(xs)) if xs else (0.0, 1.0))
+        self.xs = list(xs)
         self.plot_w, self.plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
 
     def x(self, i: int) -> float:
-        if self.n <= 1:
+        return self.at(self.xs[i])
+
+    def at(self, t: float) -> float:
+        if self.x1 <= self.x0:
             return LEFT + self.plot_w / 2
-        return LEFT + self.plot_w * i / (self.n - 1)
+        return LEFT + self.plot_w * (t - self.x0) / (self.x1 - self.x0)
 
     def y(self, v: float) -> float:
         v = min(max(v, self.lo), self.hi)  # a value outside a clamped axis sits on its edge
@@ -85,37 +112,74 @@ def _line_path(frame: _Frame, values: Sequence[float | None]) -> str:
     return " ".join(parts)
 
 
-def _band_path(frame: _Frame, band: Sequence[tuple[float, float] | None]) -> str:
+def _band_path(frame: _Frame, band: Sequence[tuple[float, float] | None]) -> tuple[str, str]:
+    """(area path, whisker path): runs of two or more intervals fill an area; a lone interval is an
+    error bar, never a sliver of area."""
     segments: list[list[tuple[int, float, float]]] = [[]]
     for i, b in enumerate(band):
         if b and _finite(b[0]) and _finite(b[1]):
             segments[-1].append((i, b[0], b[1]))
         elif segments[-1]:
             segments.append([])
-    paths = []
+    areas, whiskers = [], []
     for seg in filter(None, segments):
-        # A lone point gets a narrow bar so its interval still shows.
-        half = 3.0 if len(seg) == 1 else 0.0
-        upper = [(frame.x(i) - half, frame.y(hi)) for i, _, hi in seg]
-        lower = [(frame.x(i) + half, frame.y(lo)) for i, lo, _ in reversed(seg)]
-        if half:
-            upper.append((frame.x(seg[0][0]) + half, frame.y(seg[0][2])))
-            lower.append((frame.x(seg[0][0]) - half, frame.y(seg[0][1])))
-        paths.append("M" + " L".join(f"{x:.1f},{y:.1f}" for x, y in upper + lower) + " Z")
-    return " ".join(paths)
+        if len(seg) == 1:
+            i, lo, hi = seg[0]
+            x, top, bottom = frame.x(i), frame.y(hi), frame.y(lo)
+            whiskers.append(
+                f"M{x - 4:.1f},{top:.1f} L{x + 4:.1f},{top:.1f} M{x:.1f},{top:.1f} L{x:.1f},{bottom:.1f} "
+                f"M{x - 4:.1f},{bottom:.1f} L{x + 4:.1f},{bottom:.1f}"
+            )
+            continue
+        upper = [(frame.x(i), frame.y(hi)) for i, _, hi in seg]
+        lower = [(frame.x(i), frame.y(lo)) for i, lo, _ in reversed(seg)]
+        areas.append("M" + " L".join(f"{x:.1f},{y:.1f}" for x, y in upper + lower) + " Z")
+    return " ".join(areas), " ".join(whiskers)
+
+
+@dataclass(frozen=True)
+class Marker:
+    """A moment on the time axis: a breach, an alert, a retrain job, a promotion."""
+
+    t: float  # seconds since the epoch
+    kind: str  # breach | alert | retrain | promotion (a css class)
+    title: str
+    href: str = ""
+
+
+def time_ticks(x0: float, x1: float, count: int = 6) -> list[tuple[float, str]]:
+    """Round instants between x0 and x1 (UTC), each labelled once, with its year."""
+    span = max(x1 - x0, 1.0)
+    step = next((s for s in TIME_STEPS if span / s <= count), TIME_STEPS[-1])
+    fmt = "%Y-%m-%d" if step >= 86400 else "%Y-%m-%d %H:%M"
+    first = math.ceil(x0 / step) * step
+    ticks, t = [], float(first)
+    while t <= x1:
+        ticks.append((t, datetime.fromtimestamp(t, UTC).strftime(fmt)))
+        t += step
+    return ticks
 
 
 def line_chart(
     *,
-    x_labels: Sequence[str],
+    times: Sequence[float],
     series: Sequence[Series],
     hlines: Sequence[HLine] = (),
     clamp: tuple[float, float] | None = None,
     y_format: str = "{:.2f}",
-) -> dict[str, Any]:
-    """Everything the template needs to draw one chart: paths, points, axes, legend."""
+    y_label: str = "",
+    x_range: tuple[float, float] | None = None,
+    markers: Sequence[Marker] = (),
+) -> dict[str, Any] | None:
+    """Everything the template needs to draw one chart on a time axis (seconds since the epoch):
+    paths, points, bands, axes, markers, legend. None when no series has a value to draw."""
+    if not any(_finite(v) for s in series for v in s.values):
+        return None
     lo, hi = y_domain(series, hlines, clamp)
-    frame = _Frame(len(x_labels), lo, hi)
+    if x_range is None or x_range[1] <= x_range[0]:
+        pad = max((max(times) - min(times)) * 0.03, 1800.0)
+        x_range = (min(times) - pad, max(times) + pad)
+    frame = _Frame(times, lo, hi, x_range)
     drawn = []
     for s in series:
         points = [
@@ -127,16 +191,18 @@ def line_chart(
             for i, v in enumerate(s.values)
             if _finite(v) and v is not None
         ]
+        band, whiskers = _band_path(frame, s.band) if s.band else ("", "")
+        path = _line_path(frame, s.values)
         drawn.append(
             {
                 "label": s.label,
                 "css": s.css,
-                "path": _line_path(frame, s.values),
-                "band": _band_path(frame, s.band) if s.band else "",
+                "path": path,
+                "band": band,
+                "whiskers": whiskers,
                 "points": points,
             }
         )
-    every = max(1, math.ceil(len(x_labels) / 7))
     return {
         "width": WIDTH,
         "height": HEIGHT,
@@ -144,6 +210,8 @@ def line_chart(
         "right": WIDTH - RIGHT,
         "top": TOP,
         "bottom": HEIGHT - BOTTOM,
+        "mid_y": f"{TOP + (HEIGHT - TOP - BOTTOM) / 2:.1f}",
+        "y_label": y_label,
         "series": drawn,
         "hlines": [
             {
@@ -156,17 +224,11 @@ def line_chart(
             if _finite(h.value) and lo <= h.value <= hi
         ],
         "y_ticks": [{"y": f"{frame.y(t):.1f}", "label": y_format.format(t)} for t in nice_ticks(lo, hi)],
-        "x_ticks": _x_ticks(frame, x_labels, every),
+        "x_ticks": [{"x": f"{frame.at(t):.1f}", "label": label} for t, label in time_ticks(*x_range)],
+        "markers": [
+            {"x": f"{frame.at(m.t):.1f}", "kind": m.kind, "title": m.title, "href": m.href}
+            for m in markers
+            if x_range[0] <= m.t <= x_range[1]
+        ],
+        "marker_kinds": sorted({m.kind for m in markers if x_range[0] <= m.t <= x_range[1]}),
     }
-
-
-def _x_ticks(frame: _Frame, labels: Sequence[str], every: int) -> list[dict[str, str]]:
-    last = len(labels) - 1
-    # The last label always shows; the regular one before it is dropped when they would overlap.
-    keep = [i for i in range(0, last, every) if frame.x(last) - frame.x(i) >= 120]
-    ticks = [{"x": f"{frame.x(i):.1f}", "label": labels[i], "anchor": "middle"} for i in keep]
-    if labels:
-        ticks.append(
-            {"x": f"{frame.x(last):.1f}", "label": labels[last], "anchor": "end" if last else "middle"}
-        )
-    return ticks

@@ -4,12 +4,15 @@ Any JSON part of a check may be ``{}`` (too little data): every helper here tole
 """
 
 import math
+from datetime import datetime
 from typing import Any
 
 from django.db.models import Case, Count, IntegerField, OuterRef, Q, QuerySet, Subquery, Value, When
+from django.db.models.functions import Coalesce
 from django.http import Http404
 
-from dashboard.charts import HLine, Series, line_chart
+from dashboard.charts import HLine, Marker, Series, line_chart
+from dashboard.timerange import TimeRange
 from monitoring.models import (
     Alert,
     AlertKind,
@@ -22,8 +25,11 @@ from monitoring.models import (
 )
 from registry.models import ModelVersion, ReferenceDataset, RegisteredModel, VersionStatus
 from workers.drift.stats import STATTESTS
+from retraining.models import RetrainJob
 
-CHART_CHECKS = 60
+CHART_CHECKS = 400  # points drawn at most; a longer range is thinned evenly
+CHART_LIMIT = 5000  # check rows read at most for one chart
+MARKERS = 200  # of each kind
 HEATMAP_CHECKS = 30
 TABLE_CHECKS = 50
 PREDICTION_ROW = "prediction"
@@ -153,12 +159,35 @@ def versions_list(*, model: RegisteredModel) -> QuerySet[ModelVersion]:
 # --- checks ---------------------------------------------------------------------------------
 
 
-def checks_recent(*, model: RegisteredModel, limit: int, done_only: bool = False) -> list[QualityCheck]:
-    """The latest ``limit`` checks, oldest first (the order charts read in)."""
+def checks_recent(
+    *, model: RegisteredModel, limit: int, done_only: bool = False, trange: TimeRange | None = None
+) -> list[QualityCheck]:
+    """The latest ``limit`` checks (inside the range, if given), oldest first (the order charts read in)."""
     queryset = QualityCheck.objects.filter(model=model).select_related("version")
     if done_only:
         queryset = queryset.filter(state=CheckState.DONE)
+    if trange is not None and trange.start is not None:
+        queryset = queryset.filter(window_end__gt=trange.start)
+    if trange is not None and trange.end is not None:
+        queryset = queryset.filter(window_end__lt=trange.end)
     return list(reversed(queryset.order_by("-window_end", "-pk")[:limit]))
+
+
+def newest_check_end(*, model: RegisteredModel) -> datetime | None:
+    return (
+        QualityCheck.objects.filter(model=model)
+        .order_by("-window_end")
+        .values_list("window_end", flat=True)
+        .first()
+    )
+
+
+def _thin(items: list[QualityCheck], most: int) -> list[QualityCheck]:
+    """Every k-th check so a long range draws at most ``most`` points (the newest always kept)."""
+    if len(items) <= most:
+        return items
+    step = math.ceil(len(items) / most)
+    return items[::-1][::step][::-1]
 
 
 def check_get(*, check_id: int) -> QualityCheck:
@@ -204,8 +233,11 @@ def check_row(*, check: QualityCheck, metric: str) -> dict[str, Any]:
     }
 
 
-def check_rows(*, model: RegisteredModel, metric: str, limit: int = TABLE_CHECKS) -> list[dict[str, Any]]:
-    return [check_row(check=c, metric=metric) for c in reversed(checks_recent(model=model, limit=limit))]
+def check_rows(
+    *, model: RegisteredModel, metric: str, limit: int = TABLE_CHECKS, trange: TimeRange | None = None
+) -> list[dict[str, Any]]:
+    checks = checks_recent(model=model, limit=limit, trange=trange)
+    return [check_row(check=c, metric=metric) for c in reversed(checks)]
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:
@@ -216,9 +248,13 @@ def _ci_text(ci: tuple[float, float] | None) -> str:
     return f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""
 
 
-def quality_chart(*, model: RegisteredModel, policy: MonitoringPolicy) -> dict[str, Any] | None:
-    """Realised metric with its CI band, the CBPE estimate beside it, baseline and tolerance lines."""
-    checks = checks_recent(model=model, limit=CHART_CHECKS, done_only=True)
+def quality_chart(
+    *, model: RegisteredModel, policy: MonitoringPolicy, trange: TimeRange | None = None
+) -> dict[str, Any] | None:
+    """Realised metric with its CI band, the CBPE estimate beside it, baseline and tolerance lines,
+    per-version lines, and markers for breaches, alerts, retrain jobs and promotions, on a real
+    time axis (each check at its window's end). None when nothing has a value yet."""
+    checks = _thin(checks_recent(model=model, limit=CHART_LIMIT, done_only=True, trange=trange), CHART_CHECKS)
     if not checks:
         return None
     metric = policy.metric
@@ -255,9 +291,62 @@ def quality_chart(*, model: RegisteredModel, policy: MonitoringPolicy) -> dict[s
     series += _version_series(checks, metric)
     hlines = _reference_lines(checks[-1], policy)
     bounded = metric in ("accuracy", "f1_macro", "precision_macro", "recall_macro", "roc_auc")
-    chart = line_chart(x_labels=labels, series=series, hlines=hlines, clamp=(0.0, 1.0) if bounded else None)
-    chart["metric"] = metric
+    x_range = None
+    if trange is not None and trange.start is not None and trange.end is not None:
+        x_range = (trange.start.timestamp(), trange.end.timestamp())
+    chart = line_chart(
+        times=[c.window_end.timestamp() for c in checks],
+        series=series,
+        hlines=hlines,
+        clamp=(0.0, 1.0) if bounded else None,
+        y_label=metric,
+        x_range=x_range,
+        markers=_breach_markers(checks) + chart_markers(model=model, trange=trange),
+    )
+    if chart is not None:
+        chart["metric"] = metric
     return chart
+
+
+def _breach_markers(checks: list[QualityCheck]) -> list[Marker]:
+    markers = []
+    for c in checks:
+        kinds = [DECISION_LABELS[k][0] for k in DECISION_LABELS if (c.decisions or {}).get(k) is True]
+        if kinds:
+            title = f"check #{c.pk} {c.window_end:%Y-%m-%d %H:%M} breached: {', '.join(kinds)}"
+            markers.append(Marker(c.window_end.timestamp(), "breach", title, f"/checks/{c.pk}/"))
+    return markers
+
+
+def chart_markers(*, model: RegisteredModel, trange: TimeRange | None) -> list[Marker]:
+    """Alerts opened, retrain jobs requested and versions promoted inside the range."""
+    start = trange.start if trange is not None else None
+    end = trange.end if trange is not None else None
+
+    def within(queryset: QuerySet[Any], field: str) -> QuerySet[Any]:
+        if start is not None:
+            queryset = queryset.filter(**{f"{field}__gte": start})
+        if end is not None:
+            queryset = queryset.filter(**{f"{field}__lt": end})
+        return queryset.order_by(f"-{field}")[:MARKERS]
+
+    # An alert sits at the end of the window whose check opened it: the data's time, like the points.
+    alerts = Alert.objects.filter(model=model).annotate(at=Coalesce("opened_by__window_end", "opened_at"))
+    markers = [
+        Marker(a.at.timestamp(), "alert", f"alert #{a.pk} {a.kind} opened by check #{a.opened_by_id}")
+        for a in within(alerts, "at")
+    ]
+    markers += [
+        Marker(j.created_at.timestamp(), "retrain", f"retrain job #{j.pk} ({j.trigger}): {j.state}")
+        for j in within(RetrainJob.objects.filter(model=model), "created_at")
+    ]
+    markers += [
+        Marker(
+            v.promoted_at.timestamp(), "promotion", f"v{v.version} promoted {v.promoted_at:%Y-%m-%d %H:%M}"
+        )
+        for v in within(ModelVersion.objects.filter(model=model, promoted_at__isnull=False), "promoted_at")
+    ]
+    return markers
 
 
 def _version_series(checks: list[QualityCheck], metric: str) -> list[Series]:
@@ -336,9 +425,9 @@ def drift_cell(column: dict[str, Any] | None) -> dict[str, Any]:
     return {"colour": drift_colour(ratio, drifted), "drifted": drifted, "title": title}
 
 
-def drift_heatmap(*, model: RegisteredModel) -> dict[str, Any] | None:
-    """Rows: features then the prediction; columns: the latest checks, oldest first."""
-    checks = checks_recent(model=model, limit=HEATMAP_CHECKS, done_only=True)
+def drift_heatmap(*, model: RegisteredModel, trange: TimeRange | None = None) -> dict[str, Any] | None:
+    """Rows: features then the prediction; columns: the latest checks in the range, oldest first."""
+    checks = checks_recent(model=model, limit=HEATMAP_CHECKS, done_only=True, trange=trange)
     checks = [c for c in checks if c.drift or c.prediction_drift]
     if not checks:
         return None

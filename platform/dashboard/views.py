@@ -20,6 +20,7 @@ from core.audit import audit_record
 from core.errors import Conflict
 from dashboard import selectors
 from dashboard.templatetags.dashboard_extras import window_label
+from dashboard.timerange import PRESET_LABELS, time_range_parse
 from monitoring import alerts as alert_services
 from monitoring import checks as check_services
 from monitoring import reports
@@ -70,18 +71,23 @@ def model_page(request: HttpRequest, name: str) -> HttpResponse:
     policy = selectors.policy_get(model=model)
     latest = selectors.latest_done_check(model=model)
     reference = selectors.reference_get(model=model)
+    trange = time_range_parse(request.GET, newest=selectors.newest_check_end(model=model))
+    if trange.error:
+        messages.warning(request, f"{trange.error}: showing the {trange.label}.")
     context = {
         "reference": reference,
+        "trange": trange,
+        "presets": PRESET_LABELS,
         "model": model,
         "summary": selectors.model_rows(name=model.name)[0],
         "policy": policy,
         "policy_rows": selectors.policy_rows(policy=policy, reference=reference),
-        "chart": selectors.quality_chart(model=model, policy=policy),
-        "heatmap": selectors.drift_heatmap(model=model),
+        "chart": selectors.quality_chart(model=model, policy=policy, trange=trange),
+        "heatmap": selectors.drift_heatmap(model=model, trange=trange),
         "latest": latest,
         "data_quality": selectors.data_quality_rows(check=latest),
         "alerts": selectors.alerts_list(model=model, limit=50),
-        "checks": selectors.check_rows(model=model, metric=policy.metric),
+        "checks": selectors.check_rows(model=model, metric=policy.metric, trange=trange),
         "versions": selectors.versions_list(model=model),
         "retrain_jobs": retrain_selectors.jobs_for_model(model=model, limit=20),
     }

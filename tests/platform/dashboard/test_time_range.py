@@ -1,0 +1,38 @@
+"""The model page's time range: presets end at the newest check, the URL keeps the choice, and
+the chart sits on a time axis with markers for breaches and alerts."""
+
+from typing import Any
+
+from django.test import Client
+
+
+def test_last_hour_shows_only_the_newest_check(staff: Client, story: dict[str, Any]) -> None:
+    page = staff.get("/models/sea/?range=1h").content.decode()
+    table = page.split('<table class="grid checks">')[1].split("</table>")[0]
+    assert f'href="/checks/{story["bad"].pk}/"' in table
+    assert f'href="/checks/{story["good"].pk}/"' not in table
+    assert 'class="range active" href="?range=1h"' in page
+
+
+def test_last_day_shows_both_checks_on_the_chart(staff: Client, story: dict[str, Any]) -> None:
+    page = staff.get("/models/sea/?range=24h").content.decode()
+    assert page.count('<circle class="pt s-realised"') == 2
+
+
+def test_a_custom_range_is_kept_in_the_form(staff: Client, story: dict[str, Any]) -> None:
+    page = staff.get("/models/sea/?range=custom&start=2026-11-30T08:30&end=2026-11-30T09:30").content.decode()
+    assert 'value="2026-11-30T08:30"' in page and 'value="2026-11-30T09:30"' in page
+    assert "showing 2026-11-30 08:30 → 2026-11-30 09:30 UTC" in page
+    assert page.count('<circle class="pt s-realised"') == 1
+
+
+def test_an_unreadable_range_falls_back_and_says_why(staff: Client, story: dict[str, Any]) -> None:
+    page = staff.get("/models/sea/?range=custom&start=nope").content.decode()
+    assert "custom range needs a start before its end: showing the last week." in page
+
+
+def test_the_chart_marks_breaches_and_alerts(staff: Client, story: dict[str, Any]) -> None:
+    page = staff.get("/models/sea/?range=all").content.decode()
+    assert f'<g class="marker m-breach"><a href="/checks/{story["bad"].pk}/">' in page
+    assert '<g class="marker m-alert">' in page
+    assert '<text class="y-label"' in page and ">accuracy</text>" in page
