@@ -18,14 +18,12 @@ from monitoring.models import (
     AlertKind,
     AlertState,
     CheckState,
-    GroundTruth,
     MonitoringPolicy,
-    PredictionSample,
     QualityCheck,
 )
 from registry.models import ModelVersion, ReferenceDataset, RegisteredModel, VersionStatus
+from retraining.models import ACTIVE_STATES, RetrainJob
 from workers.drift.stats import STATTESTS
-from retraining.models import RetrainJob
 
 CHART_CHECKS = 400  # points drawn at most; a longer range is thinned evenly
 CHART_LIMIT = 5000  # check rows read at most for one chart
@@ -74,13 +72,20 @@ def _count(queryset: QuerySet[Any]) -> Subquery:
 
 
 def model_rows(*, name: str | None = None) -> list[dict[str, Any]]:
-    """One row per model for the home page: counts, champion, latest check, live alerts."""
+    """One row per model for the home page: status, champion, latest check, sparkline, live alerts.
+
+    Read from check and alert rows only: never a count over the raw samples, which grow without
+    bound (the latest check carries the window's sample and label counts)."""
     queryset = RegisteredModel.objects.filter(name=name) if name else RegisteredModel.objects.all()
-    models = queryset.annotate(
-        n_samples=_count(PredictionSample.objects.all()),
-        n_labels=_count(GroundTruth.objects.all()),
+    models = queryset.order_by("name").annotate(
         n_open=_count(Alert.objects.filter(state=AlertState.OPEN)),
         n_acknowledged=_count(Alert.objects.filter(state=AlertState.ACKNOWLEDGED)),
+        n_drift_alerts=_count(
+            Alert.objects.filter(
+                state__in=LIVE_STATES, kind__in=[AlertKind.DATA_DRIFT, AlertKind.PREDICTION_DRIFT]
+            )
+        ),
+        n_active_jobs=_count(RetrainJob.objects.filter(state__in=ACTIVE_STATES)),
         champion=Subquery(
             ModelVersion.objects.filter(model=OuterRef("pk"), status=VersionStatus.CHAMPION).values(
                 "version"
@@ -90,28 +95,84 @@ def model_rows(*, name: str | None = None) -> list[dict[str, Any]]:
     return [_model_row(m) for m in models]
 
 
+SPARK_W, SPARK_H, SPARK_CHECKS = 120, 28, 20
+
+
+def sparkline(values: list[float | None]) -> str:
+    """SVG polyline points for the finite values, oldest left; empty when fewer than two."""
+    points = [(i, v) for i, v in enumerate(values) if v is not None]
+    if len(points) < 2:
+        return ""
+    lo, hi = min(v for _, v in points), max(v for _, v in points)
+    span = (hi - lo) or 1.0
+    last = max(len(values) - 1, 1)
+    return " ".join(
+        f"{2 + (SPARK_W - 4) * i / last:.1f},{2 + (SPARK_H - 4) * (1 - (v - lo) / span):.1f}"
+        for i, v in points
+    )
+
+
+def model_status(
+    *, latest: QualityCheck | None, open_alerts: int, drift_alerts: int, active_jobs: int
+) -> str:
+    """retraining > drifting > warning > healthy; "no data" before the first check."""
+    if active_jobs:
+        return "retraining"
+    decisions = (latest.decisions or {}) if latest else {}
+    if drift_alerts or (latest and (latest.drift or {}).get("dataset_drift")):
+        return "drifting"
+    if open_alerts or any(v is True for k, v in decisions.items() if k in DECISION_LABELS):
+        return "warning"
+    return "healthy" if latest else "no data"
+
+
 def _model_row(model: RegisteredModel) -> dict[str, Any]:
-    recent = QualityCheck.objects.filter(model=model, state=CheckState.DONE).order_by("-window_end")
-    latest = recent.first()
     policy = policy_get(model=model)
+    recent = list(
+        QualityCheck.objects.filter(model=model, state=CheckState.DONE).order_by("-window_end", "-pk")[
+            :SPARK_CHECKS
+        ]
+    )
+    latest = recent[0] if recent else None
     # The newest window may have no labels yet: the last realised value is then the one to show.
-    realised = next((c for c in recent[:20] if _num((c.metrics or {}).get(policy.metric)) is not None), None)
+    realised = next((c for c in recent if _num((c.metrics or {}).get(policy.metric)) is not None), None)
+    open_alerts = model.n_open or 0  # type: ignore[attr-defined]
+    acknowledged = model.n_acknowledged or 0  # type: ignore[attr-defined]
     return {
         "name": model.name,
         "task": model.task,
         "n_features": len(model.features or []),
         "champion": model.champion,  # type: ignore[attr-defined]
-        "samples": model.n_samples or 0,  # type: ignore[attr-defined]
-        "labels": model.n_labels or 0,  # type: ignore[attr-defined]
-        "open_alerts": model.n_open or 0,  # type: ignore[attr-defined]
-        "acknowledged_alerts": model.n_acknowledged or 0,  # type: ignore[attr-defined]
+        "status": model_status(
+            latest=latest,
+            open_alerts=open_alerts + acknowledged,
+            drift_alerts=model.n_drift_alerts or 0,  # type: ignore[attr-defined]
+            active_jobs=model.n_active_jobs or 0,  # type: ignore[attr-defined]
+        ),
+        "open_alerts": open_alerts,
+        "acknowledged_alerts": acknowledged,
         "latest": check_row(check=latest, metric=policy.metric) if latest else None,
         "realised": check_row(check=realised, metric=policy.metric) if realised else None,
         # The latest window has no labels yet, so the page shows the last realised value, marked *.
         "realised_fallback": bool(
             latest and realised and _num((latest.metrics or {}).get(policy.metric)) is None
         ),
+        "spark_realised": sparkline([_num((c.metrics or {}).get(policy.metric)) for c in reversed(recent)]),
+        "spark_estimated": sparkline([_num((c.estimated or {}).get("value")) for c in reversed(recent)]),
     }
+
+
+HOME_STATUSES = ("healthy", "warning", "drifting", "retraining", "no data")
+
+
+def model_rows_filtered(*, query: str = "", status: str = "") -> list[dict[str, Any]]:
+    """The home page's rows, narrowed by a name search and a status."""
+    rows = model_rows()
+    if query:
+        rows = [r for r in rows if query.lower() in r["name"].lower()]
+    if status in HOME_STATUSES:
+        rows = [r for r in rows if r["status"] == status]
+    return rows
 
 
 def reference_get(*, model: RegisteredModel) -> ReferenceDataset | None:

@@ -60,8 +60,16 @@ def gpu_page(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
-    rows = selectors.model_rows()
-    context = {"models": rows, "any_fallback": any(r["realised_fallback"] for r in rows)}
+    query, status = request.GET.get("q", "").strip(), request.GET.get("status", "")
+    rows = selectors.model_rows_filtered(query=query, status=status)
+    context = {
+        "models": rows,
+        "any_fallback": any(r["realised_fallback"] for r in rows),
+        "query": query,
+        "status": status,
+        "statuses": selectors.HOME_STATUSES,
+        "spark": {"w": selectors.SPARK_W, "h": selectors.SPARK_H},
+    }
     return render(request, "dashboard/home.html", context)
 
 
