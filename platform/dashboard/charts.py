@@ -3,6 +3,7 @@
 Pure Python (no Django): the selectors feed it numbers, the template draws what it returns.
 """
 
+import html
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -232,3 +233,61 @@ def line_chart(
         ],
         "marker_kinds": sorted({m.kind for m in markers if x_range[0] <= m.t <= x_range[1]}),
     }
+
+
+def _attr(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def chart_svg(chart: dict[str, Any]) -> str:
+    """The chart as SVG markup, built here rather than in a template loop: a long range draws
+    about a thousand elements, which Django's template engine renders a hundred times slower."""
+    c, out = chart, []
+    left, right, top, bottom = c["left"], c["right"], c["top"], c["bottom"]
+    out.append(
+        f'<svg viewBox="0 0 {c["width"]} {c["height"]}" role="img" aria-label="{_attr(c.get("metric", ""))} over time" '
+        'xmlns="http://www.w3.org/2000/svg">'
+    )
+    for t in c["y_ticks"]:
+        out.append(f'<line class="grid-line" x1="{left}" x2="{right}" y1="{t["y"]}" y2="{t["y"]}"/>')
+        out.append(
+            f'<text class="tick" x="{left - 6}" y="{t["y"]}" text-anchor="end" dominant-baseline="middle">{t["label"]}</text>'
+        )
+    out.append(
+        f'<text class="y-label" transform="translate(12 {c["mid_y"]}) rotate(-90)" text-anchor="middle">'
+        f"{_attr(c['y_label'])}</text>"
+    )
+    for t in c["x_ticks"]:
+        out.append(f'<line class="grid-line x-grid" x1="{t["x"]}" x2="{t["x"]}" y1="{top}" y2="{bottom}"/>')
+        out.append(
+            f'<text class="tick x-tick" x="{t["x"]}" y="{bottom + 18}" text-anchor="middle">{t["label"]}</text>'
+        )
+    out.append(f'<line class="axis" x1="{left}" x2="{right}" y1="{bottom}" y2="{bottom}"/>')
+    for m in c["markers"]:
+        shape = (
+            f'<line x1="{m["x"]}" x2="{m["x"]}" y1="{top}" y2="{bottom}"/>'
+            f'<rect x="{m["x"]}" y="{bottom - 7}" width="7" height="7" transform="rotate(45 {m["x"]} {bottom - 7})"/>'
+        )
+        if m["href"]:
+            shape = f'<a href="{_attr(m["href"])}">{shape}</a>'
+        out.append(f'<g class="marker m-{m["kind"]}">{shape}<title>{_attr(m["title"])}</title></g>')
+    for s in c["series"]:
+        if s["band"]:
+            out.append(f'<path class="band {s["css"]}" d="{s["band"]}"/>')
+        if s["whiskers"]:
+            out.append(f'<path class="whisker {s["css"]}" d="{s["whiskers"]}"/>')
+    for h in c["hlines"]:
+        label = _attr(f"{h['label']} {h['value']}")
+        out.append(
+            f'<line class="{h["css"]}" x1="{left}" x2="{right}" y1="{h["y"]}" y2="{h["y"]}"><title>{label}</title></line>'
+        )
+        out.append(
+            f'<text class="hlabel {h["css"]}" x="{right}" y="{h["y"]}" dy="-4" text-anchor="end">{label}</text>'
+        )
+    for s in c["series"]:
+        out.append(f'<path class="line {s["css"]}" d="{s["path"]}"/>')
+        for p in s["points"]:
+            title = f"<title>{_attr(p['title'])}</title>" if p["title"] else ""
+            out.append(f'<circle class="pt {s["css"]}" cx="{p["x"]}" cy="{p["y"]}" r="3.2">{title}</circle>')
+    out.append("</svg>")
+    return "".join(out)

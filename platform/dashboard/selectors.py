@@ -10,8 +10,9 @@ from typing import Any
 from django.db.models import Case, Count, IntegerField, OuterRef, Q, QuerySet, Subquery, Value, When
 from django.db.models.functions import Coalesce
 from django.http import Http404
+from django.utils.safestring import mark_safe
 
-from dashboard.charts import HLine, Marker, Series, line_chart
+from dashboard.charts import HLine, Marker, Series, chart_svg, line_chart
 from dashboard.timerange import TimeRange
 from monitoring.models import (
     Alert,
@@ -220,11 +221,22 @@ def versions_list(*, model: RegisteredModel) -> QuerySet[ModelVersion]:
 # --- checks ---------------------------------------------------------------------------------
 
 
+# What a chart never reads: left in the database when a long range loads thousands of rows.
+HEAVY_COLUMNS = ("drift", "prediction_drift", "data_quality", "labels", "error", "report")
+
+
 def checks_recent(
-    *, model: RegisteredModel, limit: int, done_only: bool = False, trange: TimeRange | None = None
+    *,
+    model: RegisteredModel,
+    limit: int,
+    done_only: bool = False,
+    trange: TimeRange | None = None,
+    light: bool = False,
 ) -> list[QualityCheck]:
-    """The latest ``limit`` checks (inside the range, if given), oldest first (the order charts read in)."""
-    queryset = QualityCheck.objects.filter(model=model).select_related("version")
+    """The latest ``limit`` checks (inside the range, if given), oldest first (the order charts
+    read in). ``light`` leaves the drift, data-quality and label JSON unloaded."""
+    queryset = QualityCheck.objects.filter(model=model)
+    queryset = queryset.defer(*HEAVY_COLUMNS) if light else queryset.select_related("version")
     if done_only:
         queryset = queryset.filter(state=CheckState.DONE)
     if trange is not None and trange.start is not None:
@@ -269,7 +281,10 @@ def decision_badges(decisions: dict[str, Any]) -> list[dict[str, str]]:
     for key, (label, short) in DECISION_LABELS.items():
         value = decisions.get(key)
         css = "bad" if value is True else "ok" if value is False else "na"
-        badges.append({"key": key, "label": label, "short": short, "css": css})
+        verdict = "breach" if value is True else "fine" if value is False else "not enough data to decide"
+        badges.append(
+            {"key": key, "label": label, "short": short, "css": css, "title": f"{label}: {verdict}"}
+        )
     return badges
 
 
@@ -294,6 +309,19 @@ def check_row(*, check: QualityCheck, metric: str) -> dict[str, Any]:
     }
 
 
+def _chart_row(check: QualityCheck, metric: str) -> dict[str, Any]:
+    """check_row's numbers the chart draws, reading only the columns a light fetch loads."""
+    metrics, estimated = check.metrics or {}, check.estimated or {}
+    return {
+        "value": _num(metrics.get(metric)),
+        "ci": _pair(metrics.get(f"{metric}_ci")),
+        "accuracy": _num(metrics.get("accuracy")),
+        "estimated": _num(estimated.get("value")),
+        "estimated_ci": _pair(estimated.get("ci")),
+        "estimate_error": _num(estimated.get("error")),
+    }
+
+
 def check_rows(
     *, model: RegisteredModel, metric: str, limit: int = TABLE_CHECKS, trange: TimeRange | None = None
 ) -> list[dict[str, Any]]:
@@ -315,11 +343,13 @@ def quality_chart(
     """Realised metric with its CI band, the CBPE estimate beside it, baseline and tolerance lines,
     per-version lines, and markers for breaches, alerts, retrain jobs and promotions, on a real
     time axis (each check at its window's end). None when nothing has a value yet."""
-    checks = _thin(checks_recent(model=model, limit=CHART_LIMIT, done_only=True, trange=trange), CHART_CHECKS)
+    checks = _thin(
+        checks_recent(model=model, limit=CHART_LIMIT, done_only=True, trange=trange, light=True), CHART_CHECKS
+    )
     if not checks:
         return None
     metric = policy.metric
-    rows = [check_row(check=c, metric=metric) for c in checks]
+    rows = [_chart_row(c, metric) for c in checks]
     labels = [c.window_end.strftime("%Y-%m-%d %H:%M") for c in checks]
     series = [
         Series(
@@ -366,6 +396,7 @@ def quality_chart(
     )
     if chart is not None:
         chart["metric"] = metric
+        chart["svg"] = mark_safe(chart_svg(chart))  # noqa: S308 (every value is escaped in chart_svg)
     return chart
 
 
