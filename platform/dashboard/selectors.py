@@ -4,10 +4,10 @@ Any JSON part of a check may be ``{}`` (too little data): every helper here tole
 """
 
 import math
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Case, Count, IntegerField, OuterRef, Q, QuerySet, Subquery, Value, When
+from django.db.models import Case, Count, Exists, IntegerField, OuterRef, Q, QuerySet, Subquery, Value, When
 from django.db.models.functions import Coalesce
 from django.http import Http404
 from django.utils.safestring import mark_safe
@@ -19,7 +19,9 @@ from monitoring.models import (
     AlertKind,
     AlertState,
     CheckState,
+    GroundTruth,
     MonitoringPolicy,
+    PredictionSample,
     QualityCheck,
 )
 from registry.models import ModelVersion, ReferenceDataset, RegisteredModel, VersionStatus
@@ -244,6 +246,23 @@ def checks_recent(
     if trange is not None and trange.end is not None:
         queryset = queryset.filter(window_end__lt=trange.end)
     return list(reversed(queryset.order_by("-window_end", "-pk")[:limit]))
+
+
+def newest_labelled_time(*, model: RegisteredModel) -> datetime | None:
+    """Just after the newest prediction that has its label (walks the time index backwards)."""
+    labelled = GroundTruth.objects.filter(model=model, sample_id=OuterRef("sample_id"))
+    newest = (
+        PredictionSample.objects.filter(model=model)
+        .filter(Exists(labelled))
+        .order_by("-timestamp")
+        .values_list("timestamp", flat=True)
+        .first()
+    )
+    return newest + timedelta(microseconds=1) if newest else None
+
+
+def check_for_window(*, model: RegisteredModel, spec: str, end: datetime) -> QualityCheck | None:
+    return QualityCheck.objects.filter(model=model, window_spec=spec, window_end=end).first()
 
 
 def newest_check_end(*, model: RegisteredModel) -> datetime | None:

@@ -106,7 +106,18 @@ def model_page(request: HttpRequest, name: str) -> HttpResponse:
 @staff_required
 def model_check_run(request: HttpRequest, name: str) -> HttpResponse:
     model = model_get(name=name)
-    window = scheduled_window(policy_for(model), timezone.now())
+    # Up to the newest labelled prediction: a newer batch whose labels have not arrived would
+    # draw a false dip. The same window twice is the same check, not a new one.
+    end = selectors.newest_labelled_time(model=model) or timezone.now()
+    window = scheduled_window(policy_for(model), end)
+    existing = selectors.check_for_window(model=model, spec=window.spec, end=window.end)
+    if existing is not None:
+        messages.info(
+            request,
+            f"Nothing new since check #{existing.pk} ({window_label(existing.window_spec)} up to "
+            f"{existing.window_end:%Y-%m-%d %H:%M}): no new check.",
+        )
+        return redirect("dashboard:model", name=model.name)
     try:
         check = check_services.quality_check_run(model_id=model.pk, window=window)
     except Exception as exc:  # the service stored the failure on the row; show it, don't 500
