@@ -130,7 +130,9 @@ def _message(kind: str, check: QualityCheck) -> str:
                 f"error rate {evidence['error_before']:.4f} -> {evidence['error_after']:.4f} "
                 f"(ADWIN, at label {evidence['label_number']}; window {d['metric']} {window})"
             )
-        return f"{d['metric']} {d['value']:.4f} vs baseline {d['baseline']:.4f} (tolerance {d['tolerance']:.4f})"
+        return (
+            f"{d['metric']} {d['value']:.4f} vs baseline {d['baseline']:.4f} (tolerance {d['tolerance']:.4f})"
+        )
     if kind == AlertKind.ESTIMATED_ACCURACY_DROP:
         metric = check.estimated.get("metric", "accuracy")
         return (
