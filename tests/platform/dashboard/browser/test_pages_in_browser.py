@@ -54,8 +54,11 @@ def test_model_page_chart_draws_its_points_and_the_heat_map_its_cells(
     page = tab_for("ops", PASSWORD).visit("/models/sea/", "model")
     assert page.locator("figure.chart circle.pt.s-realised").count() == 2
     assert page.locator("figure.chart circle.pt.s-estimated").count() == 2
-    # x1, x2, segment and the prediction, over both checks.
-    assert page.locator("table.heatmap td.cell").count() == 4 * 2
+    # One cell per (feature or prediction row) × check column; both checks drew a column.
+    columns = page.locator("table.heatmap th.col").count()
+    rows = page.locator("table.heatmap tbody tr:not(.share-row)").count()
+    assert columns == 2 and rows >= 4  # x1, x2, segment, ..., prediction
+    assert page.locator("table.heatmap td.cell").count() == rows * columns
     assert page.locator("table.heatmap td.cell.drifted").count() >= 1
 
 
