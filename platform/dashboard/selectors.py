@@ -32,6 +32,8 @@ CHART_CHECKS = 400  # points drawn at most; a longer range is thinned evenly
 CHART_LIMIT = 5000  # check rows read at most for one chart
 MARKERS = 200  # of each kind
 HEATMAP_CHECKS = 30
+LIVE_STATES = (AlertState.OPEN, AlertState.ACKNOWLEDGED)
+DRIFT_KINDS = [k for k in ("data_drift", "prediction_drift", "multivariate_drift") if k in AlertKind.values]
 TABLE_CHECKS = 50
 PREDICTION_ROW = "prediction"
 MULTIVARIATE_ROW = "all features (multivariate)"
@@ -83,11 +85,7 @@ def model_rows(*, name: str | None = None) -> list[dict[str, Any]]:
     models = queryset.order_by("name").annotate(
         n_open=_count(Alert.objects.filter(state=AlertState.OPEN)),
         n_acknowledged=_count(Alert.objects.filter(state=AlertState.ACKNOWLEDGED)),
-        n_drift_alerts=_count(
-            Alert.objects.filter(
-                state__in=LIVE_STATES, kind__in=[AlertKind.DATA_DRIFT, AlertKind.PREDICTION_DRIFT]
-            )
-        ),
+        n_drift_alerts=_count(Alert.objects.filter(state__in=LIVE_STATES, kind__in=DRIFT_KINDS)),
         n_active_jobs=_count(RetrainJob.objects.filter(state__in=ACTIVE_STATES)),
         champion=Subquery(
             ModelVersion.objects.filter(model=OuterRef("pk"), status=VersionStatus.CHAMPION).values(
