@@ -399,8 +399,10 @@ def quality_chart(
     series += _version_series(checks, metric)
     hlines = _reference_lines(checks[-1], policy)
     bounded = metric in ("accuracy", "f1_macro", "precision_macro", "recall_macro", "roc_auc")
+    # A custom range is drawn whole; a preset spans the checks inside it (two checks an hour
+    # apart would otherwise sit in the last pixels of a week).
     x_range = None
-    if trange is not None and trange.start is not None and trange.end is not None:
+    if trange is not None and trange.key == "custom" and trange.start is not None and trange.end is not None:
         x_range = (trange.start.timestamp(), trange.end.timestamp())
     chart = line_chart(
         times=[c.window_end.timestamp() for c in checks],

@@ -141,7 +141,14 @@ def _message(kind: str, check: QualityCheck) -> str:
         )
     if kind == AlertKind.MULTIVARIATE_DRIFT:
         m = check.drift.get("multivariate", {})
-        return f"multivariate drift: PCA reconstruction error {m.get('score', 0):.4f} outside {m.get('band')}"
+        band = m.get("band")
+        if (
+            isinstance(band, list | tuple)
+            and len(band) == 2
+            and all(isinstance(b, int | float) for b in band)
+        ):
+            band = f"[{band[0]:.4f}, {band[1]:.4f}]"
+        return f"multivariate drift: PCA reconstruction error {m.get('score', 0):.4f} outside {band}"
     if kind == AlertKind.DATA_DRIFT:
         drifted = [n for n, c in check.drift.get("columns", {}).items() if c.get("drifted")]
         total = len(check.drift.get("columns", {}))
