@@ -36,3 +36,33 @@ def test_the_chart_marks_breaches_and_alerts(staff: Client, story: dict[str, Any
     assert f'<g class="marker m-breach"><a href="/checks/{story["bad"].pk}/">' in page
     assert '<g class="marker m-alert">' in page
     assert '<text class="y-label"' in page and ">accuracy</text>" in page
+
+
+def test_a_long_range_draws_at_most_chart_checks_points_and_keeps_the_newest(staff: Client, db: None) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from dashboard.selectors import CHART_CHECKS
+    from monitoring.models import QualityCheck
+    from tests.platform.dashboard.conftest import T0
+    from tests.platform.monitoring.factories import monitored_model
+
+    model = monitored_model("long", reference_rows=300)
+    n = CHART_CHECKS + 50
+    QualityCheck.objects.bulk_create(
+        QualityCheck(
+            model=model,
+            window_spec="1h",
+            window_start=T0 + timedelta(hours=i - 1),
+            window_end=T0 + timedelta(hours=i),
+            state="done",
+            started_at=timezone.now(),
+            metrics={"accuracy": 0.9 if i < n - 1 else 0.5},
+        )
+        for i in range(n)
+    )
+    page = staff.get("/models/long/?range=all").content.decode()
+    points = page.count('<circle class="pt s-realised"')
+    assert CHART_CHECKS // 2 <= points <= CHART_CHECKS
+    assert "accuracy 0.500" in page  # the newest check is drawn
