@@ -366,7 +366,11 @@ DEFAULT_FROM_EMAIL = env_str("DRIFTWATCH_FROM_EMAIL", "driftwatch@localhost")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    # One line per event with the ids that follow a check or a job through the flow.
+    "formatters": {
+        "driftwatch": {"format": "%(asctime)s %(levelname)s %(processName)s %(name)s: %(message)s"}
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "driftwatch"}},
     "root": {"handlers": ["console"], "level": env_str("DRIFTWATCH_LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }

@@ -3,6 +3,7 @@
 At most one live (open or acknowledged) alert per model and kind, enforced by a constraint.
 """
 
+import logging
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -20,6 +21,8 @@ if TYPE_CHECKING:
     from monitoring.models import MonitoringPolicy
 
 LIVE = (AlertState.OPEN, AlertState.ACKNOWLEDGED)
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -177,6 +180,7 @@ def _open(check: QualityCheck, policy: "MonitoringPolicy", kind: str) -> Alert |
             )
     except IntegrityError:
         return None  # another check opened it first: no duplicate alert
+    logger.info("alert opened: alert=%s model=%s kind=%s check=%s", alert.pk, check.model_id, kind, check.pk)
     notifications_create(alert=alert, policy=policy, event="opened")
     return alert
 
@@ -186,6 +190,13 @@ def alert_resolve(*, alert: Alert, check: QualityCheck | None = None) -> bool:
         state=AlertState.RESOLVED, resolved_at=timezone.now(), last_check=check, resolved_by_check=check
     )
     if updated:
+        logger.info(
+            "alert resolved: alert=%s model=%s kind=%s check=%s",
+            alert.pk,
+            alert.model_id,
+            alert.kind,
+            check.pk if check else None,
+        )
         notifications_create(alert=alert, policy=policy_for(alert.model), event="resolved")
     return bool(updated)
 

@@ -106,16 +106,27 @@ def quality_check_run(*, model_id: int, window: WindowSpec, owner: str = "") -> 
         return None
     row = _claim(model, window, owner)
     if row is None:
+        logger.info("check not claimed (done or held): model=%s window=%s", model_id, window.spec)
         return QualityCheck.objects.get(model=model, window_spec=window.spec, window_end=window.end)
+    logger.info(
+        "check claimed: check=%s model=%s window=%s attempt=%s", row.pk, model_id, window.spec, row.attempts
+    )
     try:
         _compute_into(row, model, window)
     except Exception as exc:
-        logger.exception("check %s failed", row.pk)
+        logger.exception("check failed: check=%s model=%s", row.pk, model_id)
         # Only while still ours: a later owner's (or a finished) row is never marked failed.
         QualityCheck.objects.filter(pk=row.pk, state=CheckState.RUNNING, attempts=row.attempts).update(
             state=CheckState.FAILED, error=f"{type(exc).__name__}: {exc}", finished_at=timezone.now()
         )
         raise
+    logger.info(
+        "check done: check=%s model=%s samples=%s labelled=%s",
+        row.pk,
+        model_id,
+        row.n_samples,
+        row.n_labelled,
+    )
     return row
 
 

@@ -3,6 +3,7 @@
 import hashlib
 import hmac
 import json
+import logging
 import time
 import urllib.error
 import urllib.request
@@ -23,6 +24,8 @@ MAX_ATTEMPTS = 6  # the first try and the task's 5 retries
 STUCK_AFTER = timedelta(minutes=5)
 SIGNATURE_HEADER = "X-Driftwatch-Signature"
 TIMESTAMP_HEADER = "X-Driftwatch-Timestamp"
+
+logger = logging.getLogger(__name__)
 
 
 class TransientDeliveryError(Exception):
@@ -90,12 +93,27 @@ def notification_deliver(*, notification_id: int) -> str:
         Notification.objects.filter(pk=notification_id).update(
             state=NotificationState.FAILED, attempts=notification.attempts + 1, last_error=str(exc)[:2000]
         )
+        logger.warning(
+            "notification failed: notification=%s alert=%s channel=%s attempt=%s: %s",
+            notification_id,
+            notification.alert_id,
+            notification.channel,
+            notification.attempts + 1,
+            exc,
+        )
         raise
     Notification.objects.filter(pk=notification_id).update(
         state=NotificationState.SENT,
         attempts=notification.attempts + 1,
         sent_at=timezone.now(),
         last_error="",
+    )
+    logger.info(
+        "notification sent: notification=%s alert=%s channel=%s event=%s",
+        notification_id,
+        notification.alert_id,
+        notification.channel,
+        notification.event,
     )
     return NotificationState.SENT
 
@@ -114,4 +132,5 @@ def notifications_reap_stuck(*, now: datetime | None = None) -> int:
     ids = list(stuck.values_list("pk", flat=True))
     for pk in ids:
         enqueue(queues.DELIVER_NOTIFICATION, args=[pk])
+        logger.warning("reaper: notification=%s re-enqueued", pk)
     return len(ids)

@@ -52,6 +52,9 @@ def checks_dispatch_due(*, now: datetime | None = None) -> int:
         window = scheduled_window(policy, end)
         expires = max(60, policy.check_every_minutes * 60)
         enqueue(queues.CHECK_MODEL, args=[policy.model_id, window.spec, end.isoformat()], expires=expires)
+        logger.info(
+            "check dispatched: model=%s window=%s end=%s", policy.model_id, window.spec, end.isoformat()
+        )
         dispatched += 1
     return dispatched
 
@@ -66,8 +69,15 @@ def checks_reap_stuck(*, now: datetime | None = None) -> int:
             QualityCheck.objects.filter(pk=check.pk, state=CheckState.RUNNING).update(
                 state=CheckState.FAILED, error=f"gave up after {check.attempts} attempts", finished_at=now
             )
+            logger.warning(
+                "reaper: check=%s model=%s given up after %s attempts",
+                check.pk,
+                check.model_id,
+                check.attempts,
+            )
             continue
         enqueue(queues.CHECK_MODEL, args=[check.model_id, check.window_spec, check.window_end.isoformat()])
+        logger.warning("reaper: check=%s model=%s stuck in running, re-enqueued", check.pk, check.model_id)
         count += 1
     return count
 

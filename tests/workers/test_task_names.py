@@ -1,5 +1,7 @@
 """Task names are stored in beat rows and queued messages: renaming one silently breaks them."""
 
+from django.conf import settings
+
 from workers import queues
 from workers.celery_app import app
 from workers.tasks import monitoring, retraining, system
@@ -51,3 +53,15 @@ def test_check_tasks_go_to_checks_training_to_training_and_the_rest_to_default()
     assert queue["driftwatch.retraining.run_job"] == "training"
     rest = {q for n, q in queue.items() if n not in checks and n != "driftwatch.retraining.run_job"}
     assert rest == {"default"}
+
+
+def test_workers_log_through_djangos_logging_config() -> None:
+    """Celery would install its own handlers; the signal hands the config to Django's LOGGING."""
+    import logging
+
+    from celery.signals import setup_logging
+
+    logging.getLogger().handlers.clear()
+    setup_logging.send(sender=None, loglevel="INFO", logfile=None, format="", colorize=False)
+    formats = [h.formatter._fmt for h in logging.getLogger().handlers if h.formatter]  # noqa: SLF001
+    assert formats == [settings.LOGGING["formatters"]["driftwatch"]["format"]]
