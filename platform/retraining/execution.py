@@ -54,10 +54,16 @@ class TrainingData:
 
 
 def job_log(job_id: int, message: str) -> None:
-    """Append a timestamped line to the job's log (one UPDATE, no read-modify-write race)."""
+    """Append a timestamped line to the job's log (one UPDATE, no read-modify-write race), and
+    log it with the job and model ids: every step of a job (planned, placed, running, OOM re-plan,
+    trained, succeeded/failed, gate decision, promoted/rolled back, reaper) goes through here."""
     line = f"{timezone.now():%Y-%m-%d %H:%M:%S} {message}\n"
     RetrainJob.objects.filter(pk=job_id).update(log=Concat(F("log"), Value(line)))
-    logger.info("retrain job %s: %s", job_id, message)
+    if logger.isEnabledFor(logging.INFO):
+        model_id = RetrainJob.objects.filter(pk=job_id).values_list("model_id", flat=True).first()
+        logger.info(
+            "retrain job=%s model=%s: %s", job_id, model_id, message.splitlines()[0] if message else ""
+        )
 
 
 def _move(job: RetrainJob, old: str, new: str, **fields: Any) -> bool:
@@ -73,18 +79,24 @@ def job_run(*, job_id: int) -> str:
     """The task's one service call. Returns the job's state afterwards."""
     job = RetrainJob.objects.select_related("model", "champion").filter(pk=job_id).first()
     if job is None:
-        logger.warning("retrain job %s does not exist", job_id)
+        logger.warning("retrain job=%s skipped: it no longer exists", job_id)
         return "missing"
     if not _move(
         job, JobState.QUEUED, JobState.PLANNED, attempts=F("attempts") + 1, started_at=timezone.now()
     ):
-        logger.info("retrain job %s is %s: another worker got there first", job_id, job.state)
+        logger.info(
+            "retrain job=%s model=%s not claimed: it is %s (another worker got there first)",
+            job_id,
+            job.model_id,
+            job.state,
+        )
         return job.state
     try:
         _run(job)
     except engine.TrainingCancelled as exc:
         _finish(job, JobState.CANCELLED, str(exc))
     except Exception as exc:
+        logger.exception("retrain job=%s model=%s failed", job.pk, job.model_id)
         job_log(job.pk, "failed:\n" + traceback.format_exc())
         _finish(job, JobState.FAILED, f"{type(exc).__name__}: {exc}")
     job.refresh_from_db()
@@ -131,7 +143,8 @@ def _run(job: RetrainJob) -> None:
         )
         job_log(
             job.pk,
-            f"challenger v{version.version}: gate {'passed' if verdict.passed else 'failed'}: {verdict.reason}",
+            f"→ succeeded: challenger v{version.version}: gate {'passed' if verdict.passed else 'failed'}: "
+            f"{verdict.reason}",
         )
         job_decide(job=RetrainJob.objects.get(pk=job.pk), policy=policy, verdict=verdict)
 
@@ -252,8 +265,10 @@ def _train(
             _record_oom(job, exc)
             if attempt == 1:
                 raise
+            budget = int((exc.plan.estimated_bytes or 0) * OOM_REPLAN_FACTOR)
+            job_log(job.pk, f"OOM re-plan: retrying once within {budget} bytes")
             prepared = engine.prepare(recipe, schema, split.train, split.train_labels)
-            plan = _plan(job, recipe, prepared, int((exc.plan.estimated_bytes or 0) * OOM_REPLAN_FACTOR))
+            plan = _plan(job, recipe, prepared, budget)
     RetrainJob.objects.filter(pk=job.pk).update(
         measured_peak_bytes=result.measured_peak_bytes,
         wall_seconds=result.wall_seconds,

@@ -93,9 +93,7 @@ def _unplace_from_stale(stale: list[GpuDevice]) -> None:
     """Jobs sent to a device that went silent before a worker took them: place them again."""
     moved = GpuPlacement.objects.filter(job__state=JobState.QUEUED, device__in=stale)
     for placement in moved.select_related("device"):
-        logger.info(
-            "retrain job %s: %s went stale before it started; re-placing", placement.job_id, placement.device
-        )
+        _log(placement.job_id, f"{placement.device} went stale before the job started; re-placing")
     moved.update(device=None, reserved_bytes=0, placed_at=None)
 
 

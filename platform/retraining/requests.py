@@ -62,7 +62,7 @@ def job_request(
             raise
         raise JobAlreadyActive(existing) from None
     job_enqueue(job)
-    logger.info("retrain job %s requested for model %s by %s", job.pk, model.name, trigger)
+    logger.info("retrain job=%s model=%s requested (%s, trigger %s)", job.pk, model.pk, model.name, trigger)
     return job
 
 
@@ -78,9 +78,11 @@ def job_cancel(*, job: RetrainJob) -> RetrainJob:
     if RetrainJob.objects.filter(pk=job.pk, state=JobState.QUEUED).update(
         state=JobState.CANCELLED, finished_at=now, cancel_requested=True
     ):
-        logger.info("retrain job %s cancelled while queued", job.pk)
-    else:
-        RetrainJob.objects.filter(pk=job.pk, state__in=ACTIVE_STATES).update(cancel_requested=True)
+        logger.info("retrain job=%s model=%s cancelled while queued", job.pk, job.model_id)
+    elif RetrainJob.objects.filter(pk=job.pk, state__in=ACTIVE_STATES).update(cancel_requested=True):
+        logger.info(
+            "retrain job=%s model=%s cancel requested: it stops at its next step", job.pk, job.model_id
+        )
     job.refresh_from_db()
     return job
 

@@ -1,3 +1,4 @@
+import logging
 import threading
 from datetime import timedelta
 
@@ -190,3 +191,11 @@ def test_no_alert_job_while_an_admin_job_is_active() -> None:
     job_request(model=model, trigger="admin")
     _alert(model)
     assert jobs_from_alerts() == 0
+
+
+@pytest.mark.django_db
+def test_a_request_is_logged_with_its_job_and_model_ids(caplog: pytest.LogCaptureFixture) -> None:
+    model = make_model()
+    with caplog.at_level(logging.INFO, logger="retraining.requests"):
+        job = job_request(model=model, trigger="admin")
+    assert f"retrain job={job.pk} model={model.pk} requested" in caplog.text

@@ -1,3 +1,4 @@
+import logging
 from datetime import timedelta
 
 import pytest
@@ -56,3 +57,11 @@ def test_beat_rows_exist_once() -> None:
         "driftwatch.retraining.place_jobs",
         "driftwatch.retraining.reap_stale",
     ]
+
+
+def test_the_reaper_logs_the_job_and_model_it_requeued(caplog: pytest.LogCaptureFixture) -> None:
+    job = _stale_job(attempts=1)
+    with caplog.at_level(logging.INFO, logger="retraining"):
+        jobs_reap_stale()
+    lines = [r.getMessage() for r in caplog.records if r.name == "retraining.execution"]
+    assert any(f"job={job.pk} model={job.model_id}:" in m and "re-queued" in m for m in lines), lines
