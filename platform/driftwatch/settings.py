@@ -205,7 +205,6 @@ if DATABASE_URL:
             "DRIFTWATCH_DB_CONNECT_TIMEOUT", 5
         )
 else:
-    VAR_DIR.mkdir(parents=True, exist_ok=True)
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
@@ -236,7 +235,8 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [ROOT / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
-STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise warns on every request without it
+# Folders under var/ (SQLite, static files, the filesystem broker) are made by core.apps at
+# django.setup(), not here: importing settings has no side effects.
 MEDIA_URL = "media/"
 MEDIA_ROOT = Path(env_str("DRIFTWATCH_MEDIA_ROOT", str(VAR_DIR / "media")))
 STORAGES = {
@@ -338,8 +338,6 @@ if REDIS_URL:
     }
 else:
     BROKER_DIR = VAR_DIR / "broker"
-    for sub in ("queue", "processed", "control"):
-        (BROKER_DIR / sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_URL = "filesystem://"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(BROKER_DIR / "queue"),

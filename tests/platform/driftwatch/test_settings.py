@@ -57,3 +57,26 @@ def test_secret_key_without_the_variable_is_random_per_install_and_private(tmp_p
     assert local_secret_key(tmp_path / "b" / "secret_key") != first
     assert len(first) >= 50
     assert stat.S_IMODE((tmp_path / "a" / "secret_key").stat().st_mode) == 0o600
+
+
+def _fresh_var_dir_process(tmp_path: Path, code: str) -> Path:
+    var_dir = tmp_path / "var"
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    env.update(DRIFTWATCH_VAR_DIR=str(var_dir), DJANGO_SECRET_KEY=secrets.token_urlsafe(50))
+    env.update(DJANGO_SETTINGS_MODULE="driftwatch.settings", PYTHONPATH=f"{ROOT / 'platform'}:{ROOT}")
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    return var_dir
+
+
+def test_importing_settings_creates_no_folders(tmp_path: Path) -> None:
+    var_dir = _fresh_var_dir_process(tmp_path, "import driftwatch.settings")
+    assert not var_dir.exists()
+
+
+def test_django_setup_makes_the_sqlite_static_and_broker_folders(tmp_path: Path) -> None:
+    var_dir = _fresh_var_dir_process(tmp_path, "import django; django.setup()")
+    made = {p.relative_to(var_dir).as_posix() for p in var_dir.rglob("*") if p.is_dir()}
+    assert {"staticfiles", "broker", "broker/queue", "broker/processed", "broker/control"} <= made
