@@ -43,7 +43,10 @@ class ModelListView(ScopedAPIView):
 
     @extend_schema(
         request={"application/json": ModelIn},
-        responses={201: ModelOut, **error_responses(*AUTH, *BODY, 415, 429)},
+        responses={
+            201: ModelOut,
+            **error_responses(*AUTH, *BODY, 409, 415, 429, notes={409: "A model of that name exists."}),
+        },
     )
     def post(self, request: Request) -> Response:
         data = json_body(request)

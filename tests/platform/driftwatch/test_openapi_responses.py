@@ -122,12 +122,9 @@ def reference_csv(n: int) -> str:
 
 def answer_successes(api: ApiUnderTest) -> None:
     features = [{"name": n, "type": t} for n, t in FEATURES.items()]
-    api.call(
-        "post",
-        "/models",
-        201,
-        body={"name": NEW, "task": "classification", "classes": [0, 1], "features": features},
-    )
+    register = {"name": NEW, "task": "classification", "classes": [0, 1], "features": features}
+    api.call("post", "/models", 201, body=register)
+    api.call("post", "/models", 409, body=register)  # the same name again
     api.call("get", "/models", 200)
     api.call("get", "/models/{name}", 200)
     api.call("post", "/models/{name}/reference", 201, name=NEW, body={"rows": rows(300, seed=2)})
