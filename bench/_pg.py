@@ -3,6 +3,7 @@
 import os
 import sys
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse, urlunparse
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,3 +41,16 @@ def django_on(url: str) -> None:
     from django.core.management import call_command
 
     call_command("migrate", interactive=False, verbosity=0)
+
+
+def admin_api_client(username: str) -> Any:
+    """A DRF test client carrying a fresh admin token of `username` (after django.setup())."""
+    from django.contrib.auth import get_user_model
+    from rest_framework.test import APIClient
+
+    from core.services import api_token_create
+
+    user, _ = get_user_model().objects.get_or_create(username=username)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION="Bearer " + api_token_create(user=user, scope="admin")[1])
+    return client

@@ -54,7 +54,7 @@ from river.drift.binary import DDM
 from sklearn.linear_model import LogisticRegression
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _pg import bench_database_url, ensure_database  # noqa: E402  (also puts platform/ on sys.path)
+from _pg import admin_api_client, bench_database_url, ensure_database  # noqa: E402  (also puts platform/ on sys.path)
 
 # Django and driftwatch modules are imported inside functions: only after django_setup() ran.
 
@@ -254,18 +254,6 @@ def django_setup(var_dir: str) -> None:
     logging.getLogger("monitoring.sequential").setLevel(logging.WARNING)  # a line per check
     logging.getLogger("core.audit").setLevel(logging.WARNING)  # a line per policy edit
     call_command("migrate", interactive=False, verbosity=0)
-
-
-def api_client() -> Any:
-    from django.contrib.auth import get_user_model
-    from rest_framework.test import APIClient
-
-    from core.services import api_token_create
-
-    user, _ = get_user_model().objects.get_or_create(username="bench-detection")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION="Bearer " + api_token_create(user=user, scope="admin")[1])
-    return client
 
 
 def call(client: Any, method: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -612,7 +600,7 @@ def main() -> None:
     var_dir = tempfile.mkdtemp(prefix="driftwatch-detection-")
     try:
         django_setup(var_dir)
-        client = api_client()
+        client = admin_api_client("bench-detection")
         began = time.perf_counter()
         ok = all([RUNS[name](client, seeds) for name in args.runs])
         print(f"\n{len(seeds)} seed(s), runs {', '.join(args.runs)}, in {time.perf_counter() - began:.0f} s")

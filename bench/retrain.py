@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _pg import bench_database_url, ensure_database  # noqa: E402  (also puts platform/ on sys.path)
+from _pg import admin_api_client, bench_database_url, ensure_database  # noqa: E402  (also puts platform/ on sys.path)
 
 BATCH = 200
 WINDOW = 600
@@ -77,18 +77,6 @@ def django_setup(var_dir: str) -> None:
     from django.core.management import call_command
 
     call_command("migrate", interactive=False, verbosity=0)
-
-
-def api_client() -> Any:
-    from django.contrib.auth import get_user_model
-    from rest_framework.test import APIClient
-
-    from core.services import api_token_create
-
-    user, _ = get_user_model().objects.get_or_create(username="bench-retrain")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION="Bearer " + api_token_create(user=user, scope="admin")[1])
-    return client
 
 
 def rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
@@ -275,7 +263,7 @@ def main() -> None:
         frame, labels = stream(n, changes, seed=1)
         ref, ref_labels = stream(1600, [], seed=2)
         bundle = initial_champion(ref.iloc[:1000], ref_labels[:1000])
-        client = api_client()
+        client = admin_api_client("bench-retrain")
         t0 = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=n + 600)
         register(client, "bench-concept", bundle, ref.iloc[1000:], ref_labels[1000:])
         began = time.perf_counter()
