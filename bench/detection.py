@@ -327,9 +327,8 @@ class Tick:
 def beat_tick(model_id: int, at: int, kind: str, labels: Labels) -> Tick:
     """One simulated beat: run the check it would dispatch (a failure fails the bench), then read
     the check and the alerts."""
-    from monitoring.alerts import LIVE
     from monitoring.checks import quality_check_run
-    from monitoring.models import Alert, MonitoringPolicy, QualityCheck
+    from monitoring.models import LIVE_ALERT_STATES, Alert, MonitoringPolicy, QualityCheck
     from monitoring.scheduling import window_end_for
     from monitoring.window import scheduled_window
 
@@ -344,7 +343,7 @@ def beat_tick(model_id: int, at: int, kind: str, labels: Labels) -> Tick:
         margin=decision_margin(check.decisions),
         opened=alerts.filter(opened_by=check).count(),
         resolved=alerts.filter(resolved_by_check=check).count(),
-        live=alerts.filter(state__in=LIVE).exists(),
+        live=alerts.filter(state__in=LIVE_ALERT_STATES).exists(),
     )
 
 

@@ -18,16 +18,19 @@ from django.views.decorators.http import require_POST
 
 from core.audit import audit_record
 from core.errors import Conflict
-from dashboard import selectors
+from dashboard import presenters, selectors
+from dashboard.heatmap import drift_heatmap
+from dashboard.quality_chart import quality_chart
 from dashboard.templatetags.dashboard_extras import window_label
 from dashboard.timerange import PRESET_LABELS, time_range_parse
 from monitoring import alerts as alert_services
 from monitoring import checks as check_services
 from monitoring import reports
+from monitoring import selectors as monitoring_selectors
 from monitoring.models import AlertState
 from monitoring.selectors import policy_for
 from monitoring.window import scheduled_window
-from registry.selectors import model_get
+from registry.selectors import active_reference_get, model_get, versions_list
 from retraining import promotion as retrain_promotion
 from retraining import requests as retrain_requests
 from retraining import selectors as retrain_selectors
@@ -61,14 +64,14 @@ def gpu_page(request: HttpRequest) -> HttpResponse:
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
     query, status = request.GET.get("q", "").strip(), request.GET.get("status", "")
-    rows = selectors.model_rows_filtered(query=query, status=status)
+    rows = presenters.model_rows_filtered(query=query, status=status)
     context = {
         "models": rows,
         "any_fallback": any(r["realised_fallback"] for r in rows),
         "query": query,
         "status": status,
-        "statuses": selectors.HOME_STATUSES,
-        "spark": {"w": selectors.SPARK_W, "h": selectors.SPARK_H},
+        "statuses": presenters.HOME_STATUSES,
+        "spark": {"w": presenters.SPARK_W, "h": presenters.SPARK_H},
     }
     return render(request, "dashboard/home.html", context)
 
@@ -76,9 +79,9 @@ def home(request: HttpRequest) -> HttpResponse:
 @login_required
 def model_page(request: HttpRequest, name: str) -> HttpResponse:
     model = model_get(name=name)
-    policy = selectors.policy_get(model=model)
-    latest = selectors.latest_done_check(model=model)
-    reference = selectors.reference_get(model=model)
+    policy = policy_for(model)
+    latest = monitoring_selectors.latest_done_check(model=model)
+    reference = active_reference_get(model=model)
     trange = time_range_parse(request.GET, newest=selectors.newest_check_end(model=model))
     if trange.error:
         messages.warning(request, f"{trange.error}: showing the {trange.label}.")
@@ -87,16 +90,16 @@ def model_page(request: HttpRequest, name: str) -> HttpResponse:
         "trange": trange,
         "presets": PRESET_LABELS,
         "model": model,
-        "summary": selectors.model_rows(name=model.name)[0],
+        "summary": presenters.model_rows(name=model.name)[0],
         "policy": policy,
-        "policy_rows": selectors.policy_rows(policy=policy, reference=reference),
-        "chart": selectors.quality_chart(model=model, policy=policy, trange=trange),
-        "heatmap": selectors.drift_heatmap(model=model, trange=trange),
+        "policy_rows": presenters.policy_rows(policy=policy, reference=reference),
+        "chart": quality_chart(model=model, policy=policy, trange=trange),
+        "heatmap": drift_heatmap(model=model, trange=trange),
         "latest": latest,
-        "data_quality": selectors.data_quality_rows(check=latest),
-        "alerts": selectors.alerts_list(model=model, limit=50),
-        "checks": selectors.check_rows(model=model, metric=policy.metric, trange=trange),
-        "versions": selectors.versions_list(model=model),
+        "data_quality": presenters.data_quality_rows(check=latest),
+        "alerts": monitoring_selectors.alerts_list(model=model, limit=50),
+        "checks": presenters.check_rows(model=model, metric=policy.metric, trange=trange),
+        "versions": versions_list(model=model),
         "retrain_jobs": retrain_selectors.jobs_for_model(model=model, limit=20),
     }
     return render(request, "dashboard/model.html", context)
@@ -167,15 +170,15 @@ def retrain_job_action(request: HttpRequest, job_id: int, action: str) -> HttpRe
 
 @login_required
 def check_detail(request: HttpRequest, check_id: int) -> HttpResponse:
-    check = selectors.check_get(check_id=check_id)
-    context = {"check": check, "detail": selectors.check_detail(check=check)}
+    check = monitoring_selectors.check_get(check_id=check_id)
+    context = {"check": check, "detail": presenters.check_detail(check=check)}
     return render(request, "dashboard/check.html", context)
 
 
 @require_POST
 @staff_required
 def check_report_request(request: HttpRequest, check_id: int) -> HttpResponse:
-    check = selectors.check_get(check_id=check_id)
+    check = monitoring_selectors.check_get(check_id=check_id)
     reports.check_report_request(check=check)
     audit_record(actor=request.user, action="report.request", target=check)
     messages.info(request, "Report requested: a worker renders it; reload this page in a few seconds.")
@@ -205,7 +208,7 @@ REPORT_CSP = "; ".join(
 @login_required
 def check_report(request: HttpRequest, check_id: int) -> HttpResponseBase:
     """The stored evidently HTML, sandboxed; 404 until a worker has rendered it."""
-    check = selectors.check_get(check_id=check_id)
+    check = monitoring_selectors.check_get(check_id=check_id)
     if not selectors.check_has_report(check=check):
         raise Http404("the report has not been rendered yet")
     response = FileResponse(check.report.open("rb"), content_type="text/html; charset=utf-8")
@@ -220,9 +223,9 @@ def alerts_page(request: HttpRequest) -> HttpResponse:
     state = request.GET.get("state") or None
     if state not in AlertState.values:
         state = None
-    counts = selectors.alert_counts()
+    counts = monitoring_selectors.alert_counts()
     context = {
-        "alerts": selectors.alerts_list(state=state),
+        "alerts": monitoring_selectors.alerts_list(state=state),
         "state": state,
         "states": [(s, counts[s]) for s in AlertState.values],
         "counts": counts,
@@ -240,7 +243,7 @@ def _back(request: HttpRequest, fallback: str) -> HttpResponseRedirect:
 @require_POST
 @staff_required
 def alert_acknowledge(request: HttpRequest, alert_id: int) -> HttpResponse:
-    alert = selectors.alert_get(alert_id=alert_id)
+    alert = monitoring_selectors.alert_get(alert_id=alert_id)
     if alert_services.alert_acknowledge(alert=alert, by=request.user.get_username()):
         audit_record(actor=request.user, action="alert.acknowledge", target=alert)
         messages.success(
@@ -254,10 +257,10 @@ def alert_acknowledge(request: HttpRequest, alert_id: int) -> HttpResponse:
 @require_POST
 @staff_required
 def alert_resolve(request: HttpRequest, alert_id: int) -> HttpResponse:
-    alert = selectors.alert_get(alert_id=alert_id)
+    alert = monitoring_selectors.alert_get(alert_id=alert_id)
     if alert_services.alert_resolve(alert=alert):
         audit_record(actor=request.user, action="alert.resolve", target=alert)
-        cooldown = selectors.policy_get(model=alert.model).cooldown_minutes
+        cooldown = policy_for(alert.model).cooldown_minutes
         messages.success(
             request,
             f"Alert #{alert.pk} ({alert.kind}) resolved. A new {alert.kind} alert can open again after "

@@ -13,14 +13,21 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from core.enqueue import enqueue
-from monitoring.models import Alert, AlertKind, AlertState, CheckState, Notification, QualityCheck, Severity
+from monitoring.models import (
+    LIVE_ALERT_STATES,
+    Alert,
+    AlertKind,
+    AlertState,
+    CheckState,
+    Notification,
+    QualityCheck,
+    Severity,
+)
 from monitoring.selectors import policy_for
 from workers import queues
 
 if TYPE_CHECKING:
     from monitoring.models import MonitoringPolicy
-
-LIVE = (AlertState.OPEN, AlertState.ACKNOWLEDGED)
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +48,7 @@ def alerts_evaluate(*, check: QualityCheck, policy: "MonitoringPolicy") -> Alert
     changes = AlertChanges()
     for kind in AlertKind.values:
         decision = check.decisions.get(kind)
-        live = Alert.objects.filter(model_id=check.model_id, kind=kind, state__in=LIVE).first()
+        live = Alert.objects.filter(model_id=check.model_id, kind=kind, state__in=LIVE_ALERT_STATES).first()
         if live is not None:
             if _clear_for(check, policy, kind, live) and alert_resolve(alert=live, check=check):
                 changes.resolved.append(live)
@@ -186,7 +193,7 @@ def _open(check: QualityCheck, policy: "MonitoringPolicy", kind: str) -> Alert |
 
 
 def alert_resolve(*, alert: Alert, check: QualityCheck | None = None) -> bool:
-    updated = Alert.objects.filter(pk=alert.pk, state__in=LIVE).update(
+    updated = Alert.objects.filter(pk=alert.pk, state__in=LIVE_ALERT_STATES).update(
         state=AlertState.RESOLVED, resolved_at=timezone.now(), last_check=check, resolved_by_check=check
     )
     if updated:

@@ -207,6 +207,10 @@ class AlertState(models.TextChoices):
     RESOLVED = "resolved"
 
 
+# Live: the condition still stands (at most one live alert per model and kind, see Alert.Meta).
+LIVE_ALERT_STATES = (AlertState.OPEN, AlertState.ACKNOWLEDGED)
+
+
 class Alert(models.Model):
     model = models.ForeignKey(RegisteredModel, on_delete=models.CASCADE, related_name="alerts")
     kind = models.CharField(max_length=30, choices=AlertKind.choices)

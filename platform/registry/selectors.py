@@ -4,6 +4,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.db.models import QuerySet
 from django.http import Http404
 
 from registry.models import ModelVersion, ReferenceDataset, RegisteredModel, VersionStatus
@@ -18,6 +19,11 @@ def model_get(*, name: str) -> RegisteredModel:
 
 def champion_get(*, model: RegisteredModel) -> ModelVersion | None:
     return ModelVersion.objects.filter(model=model, status=VersionStatus.CHAMPION).first()
+
+
+def versions_list(*, model: RegisteredModel) -> QuerySet[ModelVersion]:
+    """The model's versions, newest first, with the version each was trained from."""
+    return ModelVersion.objects.filter(model=model).select_related("parent").order_by("-version")
 
 
 def active_reference_get(*, model: RegisteredModel) -> ReferenceDataset | None:

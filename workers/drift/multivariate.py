@@ -114,6 +114,7 @@ class MultivariateDriftDict(TypedDict):
     components: int
     columns: list[str]
     drifted: bool
+    higher_is_drift: bool  # the error drifts above the band's upper edge, the stored threshold
 
 
 def multivariate_drift(model: PcaDrift, frame: pd.DataFrame) -> MultivariateDriftDict:
@@ -129,4 +130,5 @@ def multivariate_drift(model: PcaDrift, frame: pd.DataFrame) -> MultivariateDrif
         "components": int(model.components.shape[0]),
         "columns": model.columns,
         "drifted": bool(value < low or value > high),
+        "higher_is_drift": True,
     }

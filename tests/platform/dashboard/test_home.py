@@ -7,7 +7,7 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from dashboard.selectors import model_status, sparkline
+from dashboard.presenters import model_status, sparkline
 from retraining.models import RetrainJob
 from tests.platform.monitoring.factories import monitored_model
 

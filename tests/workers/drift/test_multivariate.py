@@ -33,6 +33,7 @@ def test_a_flipped_correlation_is_multivariate_drift_while_no_univariate_test_fi
     assert model is not None
     result = multivariate_drift(model, current)
     assert result["drifted"] is True and result["score"] > result["threshold"]
+    assert result["higher_is_drift"] is True  # stored with the score: readers never guess the direction
 
 
 def test_clean_windows_rarely_cross_the_band() -> None:

@@ -1,0 +1,236 @@
+"""What the pages show, shaped from the rows the selectors read: table rows, statuses, badges,
+sparklines and texts. No query is written here; each function calls a selector for its rows.
+"""
+
+from typing import Any
+
+from dashboard import selectors
+from dashboard.heatmap import drift_cell, drift_rows
+from dashboard.numbers import finite, interval, scalar_text
+from dashboard.timerange import TimeRange
+from monitoring.models import AlertKind, MonitoringPolicy, QualityCheck
+from monitoring.selectors import policy_for
+from registry.models import ReferenceDataset, RegisteredModel
+
+TABLE_CHECKS = 50
+HOME_STATUSES = ("healthy", "warning", "drifting", "retraining", "no data")
+SPARK_W, SPARK_H, SPARK_CHECKS = 120, 28, 20
+DECISION_LABELS = {  # kind: (label, short label for tables)
+    AlertKind.ACCURACY_DROP: ("accuracy drop", "acc"),
+    AlertKind.ESTIMATED_ACCURACY_DROP: ("estimated accuracy drop", "est"),
+    AlertKind.DATA_QUALITY: ("broken feed", "dq"),
+    AlertKind.DATA_DRIFT: ("data drift", "drift"),
+    AlertKind.MULTIVARIATE_DRIFT: ("multivariate drift", "mv"),
+    AlertKind.PREDICTION_DRIFT: ("prediction drift", "pred"),
+}
+
+
+# --- home -----------------------------------------------------------------------------------
+
+
+def sparkline(values: list[float | None]) -> str:
+    """SVG polyline points for the finite values, oldest left; empty when fewer than two."""
+    points = [(i, v) for i, v in enumerate(values) if v is not None]
+    if len(points) < 2:
+        return ""
+    lo, hi = min(v for _, v in points), max(v for _, v in points)
+    span = (hi - lo) or 1.0
+    last = max(len(values) - 1, 1)
+    return " ".join(
+        f"{2 + (SPARK_W - 4) * i / last:.1f},{2 + (SPARK_H - 4) * (1 - (v - lo) / span):.1f}"
+        for i, v in points
+    )
+
+
+def model_status(
+    *, latest: QualityCheck | None, open_alerts: int, drift_alerts: int, active_jobs: int
+) -> str:
+    """retraining > drifting > warning > healthy; "no data" before the first check."""
+    if active_jobs:
+        return "retraining"
+    decisions = (latest.decisions or {}) if latest else {}
+    if drift_alerts or (latest and (latest.drift or {}).get("dataset_drift")):
+        return "drifting"
+    if open_alerts or any(v is True for k, v in decisions.items() if k in DECISION_LABELS):
+        return "warning"
+    return "healthy" if latest else "no data"
+
+
+def model_rows(*, name: str | None = None) -> list[dict[str, Any]]:
+    """One row per model for the home page: status, champion, latest check, sparkline, live alerts.
+
+    Read from check and alert rows only: never a count over the raw samples, which grow without
+    bound (the latest check carries the window's sample and label counts)."""
+    return [_model_row(m) for m in selectors.models_with_counts(name=name)]
+
+
+def _metric(check: QualityCheck, metric: str) -> float | None:
+    return finite((check.metrics or {}).get(metric))
+
+
+def _model_row(model: RegisteredModel) -> dict[str, Any]:
+    metric = policy_for(model).metric
+    recent = selectors.done_checks_newest_first(model=model, limit=SPARK_CHECKS)
+    latest = recent[0] if recent else None
+    # The newest window may have no labels yet: the last realised value is then the one to show.
+    realised = next((c for c in recent if _metric(c, metric) is not None), None)
+    open_alerts = model.n_open or 0  # type: ignore[attr-defined]
+    acknowledged = model.n_acknowledged or 0  # type: ignore[attr-defined]
+    return {
+        "name": model.name,
+        "task": model.task,
+        "n_features": len(model.features or []),
+        "champion": model.champion,  # type: ignore[attr-defined]
+        "status": model_status(
+            latest=latest,
+            open_alerts=open_alerts + acknowledged,
+            drift_alerts=model.n_drift_alerts or 0,  # type: ignore[attr-defined]
+            active_jobs=model.n_active_jobs or 0,  # type: ignore[attr-defined]
+        ),
+        "open_alerts": open_alerts,
+        "acknowledged_alerts": acknowledged,
+        "latest": check_row(check=latest, metric=metric) if latest else None,
+        "realised": check_row(check=realised, metric=metric) if realised else None,
+        # The latest window has no labels yet, so the page shows the last realised value, marked *.
+        "realised_fallback": bool(latest and realised and _metric(latest, metric) is None),
+        "spark_realised": sparkline([_metric(c, metric) for c in reversed(recent)]),
+        "spark_estimated": sparkline([finite((c.estimated or {}).get("value")) for c in reversed(recent)]),
+    }
+
+
+def model_rows_filtered(*, query: str = "", status: str = "") -> list[dict[str, Any]]:
+    """The home page's rows, narrowed by a name search and a status."""
+    rows = model_rows()
+    if query:
+        rows = [r for r in rows if query.lower() in r["name"].lower()]
+    if status in HOME_STATUSES:
+        rows = [r for r in rows if r["status"] == status]
+    return rows
+
+
+# --- policy ---------------------------------------------------------------------------------
+
+
+def baseline_text(*, policy: MonitoringPolicy, reference: ReferenceDataset | None) -> str:
+    """Where the baseline comes from, as the checks compute it (monitoring.checks)."""
+    if policy.baseline is not None:
+        return f"{policy.baseline:.4f} (set in the policy)"
+    value = finite((reference.baseline_metrics or {}).get(policy.metric)) if reference else None
+    if value is not None:
+        return f"{value:.4f} (the model's {policy.metric} on its reference rows)"
+    if reference is None:
+        return "none: no reference dataset"
+    return "none: the reference rows carry no predictions"
+
+
+def policy_rows(
+    *, policy: MonitoringPolicy, reference: ReferenceDataset | None = None
+) -> list[tuple[str, Any]]:
+    unit = {"samples": "samples", "labelled": "labelled samples"}.get(policy.window_kind, "hours")
+    return [
+        ("enabled", policy.enabled),
+        ("window", f"last {policy.window_size} {unit}"),
+        ("check every", f"{policy.check_every_minutes} min"),
+        ("min samples / labels", f"{policy.min_samples} / {policy.min_labels}"),
+        ("metric", policy.metric),
+        ("baseline", baseline_text(policy=policy, reference=reference)),
+        ("tolerance", policy.tolerance),
+        ("dataset drift at share", policy.drift_share),
+        ("alert when", f"{policy.alert_k} of last {policy.alert_n} checks breach"),
+        ("cooldown", f"{policy.cooldown_minutes} min"),
+        ("auto retrain", policy.auto_retrain),
+        ("notify", ", ".join(policy.emails() + ([policy.webhook_url] if policy.webhook_url else [])) or "—"),
+        ("next check", policy.next_check_at),
+    ]
+
+
+# --- checks ---------------------------------------------------------------------------------
+
+
+def decision_badges(decisions: dict[str, Any]) -> list[dict[str, str]]:
+    """True: breach, False: fine, None: not enough data to decide."""
+    badges = []
+    for key, (label, short) in DECISION_LABELS.items():
+        value = decisions.get(key)
+        css = "bad" if value is True else "ok" if value is False else "na"
+        verdict = "breach" if value is True else "fine" if value is False else "not enough data to decide"
+        badges.append(
+            {"key": key, "label": label, "short": short, "css": css, "title": f"{label}: {verdict}"}
+        )
+    return badges
+
+
+def check_row(*, check: QualityCheck, metric: str) -> dict[str, Any]:
+    """The numbers one check contributes to a table row."""
+    metrics, estimated, labels = check.metrics or {}, check.estimated or {}, check.labels or {}
+    return {
+        "id": check.pk,
+        "check": check,
+        "state": check.state,
+        "metric": metric,
+        "value": finite(metrics.get(metric)),
+        "ci": interval(metrics.get(f"{metric}_ci")),
+        "accuracy": finite(metrics.get("accuracy")),
+        "estimated": finite(estimated.get("value")),
+        "estimated_ci": interval(estimated.get("ci")),
+        "estimate_error": finite(estimated.get("error")),
+        "coverage": finite(labels.get("label_coverage")),
+        "drift_share": finite((check.drift or {}).get("share")),
+        "dataset_drift": (check.drift or {}).get("dataset_drift"),
+        "badges": decision_badges(check.decisions or {}),
+    }
+
+
+def check_rows(
+    *, model: RegisteredModel, metric: str, limit: int = TABLE_CHECKS, trange: TimeRange | None = None
+) -> list[dict[str, Any]]:
+    """The model page's check table, newest first."""
+    checks = selectors.checks_recent(model=model, limit=limit, trange=trange)
+    return [check_row(check=c, metric=metric) for c in reversed(checks)]
+
+
+def data_quality_rows(*, check: QualityCheck | None) -> list[dict[str, Any]]:
+    if check is None:
+        return []
+    columns = (check.data_quality or {}).get("columns", {})
+    return [
+        {
+            "name": n,
+            "missing_share": finite(c.get("missing_share")),
+            "missing_count": c.get("missing_count"),
+            "out_of_schema_share": finite(c.get("out_of_schema_share")),
+            "out_of_schema_examples": c.get("out_of_schema_examples") or [],
+        }
+        for n, c in columns.items()
+    ]
+
+
+def _confusion(check: QualityCheck) -> list[dict[str, Any]]:
+    classes = [str(c) for c in check.model.classes or []]
+    matrix = (check.metrics or {}).get("confusion_matrix") or []
+    return [
+        {"label": classes[i] if i < len(classes) else str(i), "cells": row} for i, row in enumerate(matrix)
+    ]
+
+
+def check_detail(*, check: QualityCheck) -> dict[str, Any]:
+    """Everything on the check page, each part empty when the check had too little data."""
+    metrics = check.metrics or {}
+    scalars = [
+        (k, v)
+        for k, v in metrics.items()
+        if k not in ("per_class", "confusion_matrix") and not k.endswith("_ci")
+    ]
+    confusion = _confusion(check)
+    return {
+        "row": check_row(check=check, metric=policy_for(check.model).metric),
+        "scalars": [(k, scalar_text(v), interval(metrics.get(f"{k}_ci"))) for k, v in scalars],
+        "per_class": list((metrics.get("per_class") or {}).items()),
+        "confusion": confusion,
+        "confusion_labels": [str(c) for c in check.model.classes or []][: len(confusion)],
+        "drift": drift_rows(check=check),
+        "prediction_drift": check.prediction_drift or {},
+        "prediction_cell": drift_cell(check.prediction_drift) if check.prediction_drift else None,
+        "data_quality": data_quality_rows(check=check),
+        "has_report": selectors.check_has_report(check=check),
+    }
