@@ -7,7 +7,7 @@ compare-and-set; a finished check is never recomputed by the scheduler.
 import logging
 import uuid
 from collections.abc import Mapping
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pandas as pd
@@ -54,6 +54,8 @@ class _Superseded(Exception):
 
 
 def _may_take_over(row: QualityCheck, owner: str, now: datetime) -> bool:
+    if row.state == CheckState.SKIPPED:
+        return True  # its window was empty: predictions may have arrived since (a backfill)
     if row.state == CheckState.DONE or row.attempts >= MAX_ATTEMPTS:
         return False
     if row.state != CheckState.RUNNING:
@@ -121,11 +123,13 @@ def quality_check_run(*, model_id: int, window: WindowSpec, owner: str = "") -> 
         )
         raise
     logger.info(
-        "check done: check=%s model=%s samples=%s labelled=%s",
+        "check %s: check=%s model=%s samples=%s labelled=%s%s",
+        row.state,
         row.pk,
         model_id,
         row.n_samples,
         row.n_labelled,
+        f" ({row.skipped_reason})" if row.skipped_reason else "",
     )
     return row
 
@@ -135,6 +139,9 @@ def _compute_into(row: QualityCheck, model: RegisteredModel, spec: WindowSpec) -
     window = window_load(
         model=model, start=spec.start, end=spec.end, last_n=spec.last_n, labelled_only=spec.labelled_only
     )
+    if window.frame.empty:
+        _store_skipped(row, window, reason=skip_reason(spec))
+        return
     reference = reference_state(model=model)
     result = check_compute(model=model, policy=policy, window=window, reference=reference)
     champion = ModelVersion.objects.filter(model=model, status=VersionStatus.CHAMPION).first()
@@ -143,6 +150,7 @@ def _compute_into(row: QualityCheck, model: RegisteredModel, spec: WindowSpec) -
         "window_start": window.start,
         "version": champion,
         "state": CheckState.DONE,
+        "skipped_reason": "",
         "finished_at": timezone.now(),
     }
     try:
@@ -160,6 +168,37 @@ def _compute_into(row: QualityCheck, model: RegisteredModel, spec: WindowSpec) -
             alerts_evaluate(check=row, policy=policy)
     except _Superseded:
         logger.warning("check %s: attempt %s lost its row to a newer one", row.pk, row.attempts)
+
+
+def skip_reason(spec: WindowSpec) -> str:
+    """Why a window had nothing to measure, in words: "no predictions between … and …"."""
+    if spec.start is not None:
+        return f"no predictions between {_utc_text(spec.start)} and {_utc_text(spec.end)}"
+    kind = "labelled predictions" if spec.labelled_only else "predictions"
+    return f"no {kind} before {_utc_text(spec.end)}"
+
+
+def _utc_text(value: datetime) -> str:
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _store_skipped(row: QualityCheck, window: Window, *, reason: str) -> None:
+    """An empty window is no result: no metrics, no detector feed (its labels wait for the next
+    real check), no alert opened or resolved; the row only says why."""
+    fields = {
+        "state": CheckState.SKIPPED,
+        "skipped_reason": reason,
+        "window_start": window.start,
+        "n_samples": 0,
+        "n_labelled": 0,
+        "finished_at": timezone.now(),
+    }
+    stored = QualityCheck.objects.filter(pk=row.pk, state=CheckState.RUNNING, attempts=row.attempts)
+    if stored.update(**fields) != 1:
+        logger.warning("check %s: attempt %s lost its row to a newer one", row.pk, row.attempts)
+        return
+    for key, value in fields.items():
+        setattr(row, key, value)
 
 
 def _sequential_decision(decisions: dict[str, Any], update: DetectorUpdate) -> None:

@@ -132,6 +132,9 @@ class CheckState(models.TextChoices):
     RUNNING = "running"
     DONE = "done"
     FAILED = "failed"
+    # Nothing to measure (no predictions in the window): not a result, so it is drawn nowhere,
+    # decides nothing and never opens or resolves an alert; `skipped_reason` says why.
+    SKIPPED = "skipped"
 
 
 class QualityCheck(models.Model):
@@ -166,6 +169,7 @@ class QualityCheck(models.Model):
     data_quality = models.JSONField(default=dict, blank=True)
     decisions = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True)
+    skipped_reason = models.TextField(blank=True, help_text="why the check measured nothing")
     labels_refreshed_at = models.DateTimeField(
         null=True, blank=True, help_text="realised metrics recomputed after late labels"
     )

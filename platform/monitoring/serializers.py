@@ -72,6 +72,7 @@ class CheckOut(serializers.ModelSerializer):
     data_quality = serializers.DictField(help_text="missing values, out-of-schema categories")
     decisions = typed_json(Decisions, "each alert kind: true breach, false fine, null undecided")
     error = serializers.SerializerMethodField()
+    skipped_reason = serializers.SerializerMethodField()
     started_at = IsoDateTimeField()
     finished_at = IsoDateTimeField(allow_null=True)
     computed_at = IsoDateTimeField(source="finished_at", allow_null=True, help_text="when it was computed")
@@ -98,6 +99,7 @@ class CheckOut(serializers.ModelSerializer):
             "data_quality",
             "decisions",
             "error",
+            "skipped_reason",
             "started_at",
             "finished_at",
             "computed_at",
@@ -106,6 +108,10 @@ class CheckOut(serializers.ModelSerializer):
 
     def get_error(self, check: QualityCheck) -> str | None:
         return check.error or None
+
+    def get_skipped_reason(self, check: QualityCheck) -> str | None:
+        """State "skipped": why the window had nothing to measure ("no predictions between …")."""
+        return check.skipped_reason or None
 
 
 class AlertOut(serializers.ModelSerializer):
