@@ -178,10 +178,21 @@ def check_detail(request: HttpRequest, check_id: int) -> HttpResponse:
 @require_POST
 @staff_required
 def check_report_request(request: HttpRequest, check_id: int) -> HttpResponse:
+    """The staff-only "Generate" / "Retry report" button; a second click while pending does nothing."""
     check = monitoring_selectors.check_get(check_id=check_id)
-    reports.check_report_request(check=check)
-    audit_record(actor=request.user, action="report.request", target=check)
-    messages.info(request, "Report requested: a worker renders it; reload this page in a few seconds.")
+    try:
+        requested = reports.check_report_request(check=check)
+    except reports.ReportUnavailable as exc:
+        messages.error(request, f"No report: {exc}.")
+        return redirect("dashboard:check", check_id=check.pk)
+    if requested:
+        audit_record(actor=request.user, action="report.request", target=check)
+        messages.info(request, "Report requested: a worker renders it; reload this page in a few seconds.")
+    else:
+        check.refresh_from_db(fields=["report_state"])
+        messages.info(
+            request, f"The report is {check.get_report_state_display()} already: not requested again."
+        )
     return redirect("dashboard:check", check_id=check.pk)
 
 

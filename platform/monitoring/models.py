@@ -137,6 +137,14 @@ class CheckState(models.TextChoices):
     SKIPPED = "skipped"
 
 
+class ReportState(models.TextChoices):
+    NONE = "", "not requested"
+    REQUESTED = "requested"
+    RENDERING = "rendering"
+    READY = "ready"
+    FAILED = "failed"
+
+
 class QualityCheck(models.Model):
     """One model over one window: realised and estimated quality, drift, data quality, decisions."""
 
@@ -174,7 +182,13 @@ class QualityCheck(models.Model):
         null=True, blank=True, help_text="realised metrics recomputed after late labels"
     )
     report = models.FileField(upload_to="reports/", blank=True)
+    report_state = models.CharField(max_length=10, choices=ReportState.choices, blank=True, default="")
     report_requested_at = models.DateTimeField(null=True, blank=True)
+    report_started_at = models.DateTimeField(
+        null=True, blank=True, help_text="when a worker took the report to render"
+    )
+    report_attempts = models.PositiveIntegerField(default=0)
+    report_error = models.TextField(blank=True, help_text="why the report failed (no traceback)")
 
     class Meta:
         ordering = ["model", "-window_end"]
@@ -184,7 +198,15 @@ class QualityCheck(models.Model):
                 fields=["model", "window_spec", "window_end"], name="one_check_per_window"
             ),
         ]
-        indexes = [models.Index(fields=["state", "started_at"], name="check_state_started")]
+        indexes = [
+            models.Index(fields=["state", "started_at"], name="check_state_started"),
+            # The reaper's look-up of pending reports: a handful of rows among thousands.
+            models.Index(
+                fields=["report_state"],
+                condition=models.Q(report_state__in=["requested", "rendering"]),
+                name="check_report_pending",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.model} {self.window_start:%Y-%m-%d %H:%M}–{self.window_end:%H:%M} ({self.state})"

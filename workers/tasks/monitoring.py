@@ -10,7 +10,7 @@ from typing import Any
 
 from monitoring.checks import checks_labels_refresh, quality_check_run
 from monitoring.notify import TransientDeliveryError, notification_deliver, notifications_reap_stuck
-from monitoring.reports import check_report_render
+from monitoring.reports import check_report_render, reports_reap_stuck
 from monitoring.scheduling import checks_dispatch_due, checks_reap_stuck
 from monitoring.window import parse_window_spec
 from workers import queues
@@ -26,7 +26,7 @@ def run_due_checks() -> int:
 
 @app.task(name=queues.CHECKS_REAP_STUCK)
 def reap_stuck_checks() -> int:
-    return checks_reap_stuck() + notifications_reap_stuck()
+    return checks_reap_stuck() + notifications_reap_stuck() + reports_reap_stuck()
 
 
 @app.task(name=queues.CHECKS_REFRESH_LABELS)
