@@ -61,7 +61,7 @@ def check_report_request(*, check: QualityCheck) -> bool:
 
 def _stored(check: QualityCheck) -> bool:
     name = check.report.name
-    return bool(name) and check.report.storage.exists(name)
+    return check.report.storage.exists(name) if name else False
 
 
 def check_report_render(*, check_id: int) -> str | None:
