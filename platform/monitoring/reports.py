@@ -19,10 +19,13 @@ from django.utils import timezone
 from core.enqueue import enqueue
 from monitoring.checks import MAX_ATTEMPTS, stale_after
 from monitoring.models import CheckState, QualityCheck, ReportState
-from monitoring.reference import drift_columns
+from monitoring.reference import feature_columns
+from monitoring.selectors import policy_for
 from monitoring.window import parse_window_spec, window_load
-from registry.models import ReferenceDataset
+from registry.models import ReferenceDataset, RegisteredModel
+from registry.reference import LABEL, PREDICTION, PROBA_PREFIX
 from workers import queues
+from workers.drift.evidently_adapter import ReportColumns, render_check_report_html
 
 logger = logging.getLogger(__name__)
 
@@ -122,10 +125,26 @@ def _render_html(check: QualityCheck) -> str:
         last_n=spec.last_n,
         labelled_only=spec.labelled_only,
     )
-    columns = {n: t for n, t in drift_columns(model, reference_frame).items() if n in window.frame.columns}
-    from workers.drift.evidently_adapter import render_drift_report_html  # heavy: lazily, in the worker
+    columns = report_columns(model=model, reference=reference_frame, window=window.frame)
+    drift_share = policy_for(model).drift_share
+    return render_check_report_html(
+        reference_frame, window.frame, columns, drift_share=drift_share, timestamp=check.window_end
+    )
 
-    return render_drift_report_html(reference_frame, window.frame, columns, timestamp=check.window_end)
+
+def report_columns(*, model: RegisteredModel, reference: pd.DataFrame, window: pd.DataFrame) -> ReportColumns:
+    """The features the check tests for drift (those the reference has), and the roles of the
+    prediction, label and probability columns, which are no features."""
+    features = {n: t for n, t in feature_columns(model).items() if n in reference.columns}
+    probabilities = tuple(PROBA_PREFIX + str(c) for c in model.classes)
+    return ReportColumns(
+        features=features,
+        prediction=PREDICTION,
+        target=LABEL,
+        task="classification" if model.is_classification else "regression",
+        classes=tuple(model.classes),
+        probabilities=probabilities if all(p in window.columns for p in probabilities) else (),
+    )
 
 
 # An absolute path (a storage location, a site-packages file) says nothing a reader needs.

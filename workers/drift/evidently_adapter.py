@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import datetime as dt
 import warnings
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from workers.drift.summary import ColumnType
@@ -102,7 +104,188 @@ def render_drift_report_html(
 ) -> str:
     """evidently's stand-alone HTML drift report of ``current_df`` against ``reference_df``."""
     snapshot = _run_preset(reference_df, current_df, columns, timestamp)
-    return _script_safe_html(snapshot)
+    return _script_safe_html([_group(snapshot._widgets), *snapshot._tests_widgets])
+
+
+_TARGET, _PREDICTION = "target", "prediction"  # the names the report shows
+
+
+@dataclass(frozen=True)
+class ReportColumns:
+    """What each window column is to the report. Only ``features`` are drift-tested as inputs
+    (and counted in the drifted share); the prediction has its own drift test; the target,
+    prediction and probabilities feed the quality section; ids and timestamps are left out."""
+
+    features: dict[str, ColumnType]
+    prediction: str
+    target: str
+    task: str  # "classification" or "regression"
+    classes: tuple[Any, ...] = ()
+    probabilities: tuple[str, ...] = ()  # one column per class, in class order; () if not logged
+
+
+def render_check_report_html(
+    reference_df: pd.DataFrame,
+    current_df: pd.DataFrame,
+    columns: ReportColumns,
+    *,
+    drift_share: float = 0.5,
+    timestamp: dt.datetime | None = None,
+) -> str:
+    """A check's report: data drift of the features (and of the prediction) against the
+    reference, then the window's model quality on its labelled rows, or why there is none."""
+    from evidently.legacy.renderers.html_widgets import header_text
+
+    when = timestamp or dt.datetime.now(dt.UTC)
+    drift = _run_check_drift(reference_df, current_df, columns, drift_share, when)
+    widgets = [header_text(label="Data drift of the features"), _group(drift._widgets)]
+    labelled = current_df[current_df[columns.target].notna() & current_df[columns.prediction].notna()]
+    kind = "Classification" if columns.task == "classification" else "Regression"
+    if len(labelled):
+        quality = _run_quality(labelled, columns, when)
+        label = f"{kind} quality on the {len(labelled)} labelled of {len(current_df)} predictions"
+        widgets += [header_text(label=label), _group(quality._widgets)]
+    else:
+        label = f"No {kind.lower()} quality: none of the {len(current_df)} predictions has its label yet"
+        widgets.append(header_text(label=label))
+    return _script_safe_html([*widgets, *drift._tests_widgets])
+
+
+def _group(widgets: list[Any]) -> Any:
+    from evidently.legacy.renderers.html_widgets import group_widget
+
+    return group_widget(title="", widgets=widgets)
+
+
+def _run_check_drift(
+    reference_df: pd.DataFrame,
+    current_df: pd.DataFrame,
+    columns: ReportColumns,
+    drift_share: float,
+    when: dt.datetime,
+) -> Any:
+    from evidently import Report
+    from evidently.metrics import ValueDrift
+    from evidently.presets import DataDriftPreset
+
+    typed = _drift_types(reference_df, columns)
+    # The preset's columns are the features only: the prediction is no input to count as drifted.
+    metrics: list[Any] = [DataDriftPreset(columns=list(columns.features), drift_share=drift_share)]
+    metrics += [ValueDrift(column=name) for name in typed if name not in columns.features]
+    current, reference = (_drift_dataset(frame, columns, typed) for frame in (current_df, reference_df))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # chi-square on categories new to the window
+        return Report(metrics, include_tests=True).run(current, reference, timestamp=when)
+
+
+def _drift_types(reference_df: pd.DataFrame, columns: ReportColumns) -> dict[str, ColumnType]:
+    """The features, and the prediction (when the reference has one) under a readable name
+    unless a feature already has that name."""
+    typed: dict[str, ColumnType] = dict(columns.features)
+    if columns.prediction in reference_df and reference_df[columns.prediction].notna().any():
+        shown = _PREDICTION if _PREDICTION not in typed else columns.prediction
+        typed[shown] = "categorical" if columns.task == "classification" else "numerical"
+    return typed
+
+
+def _drift_dataset(frame: pd.DataFrame, columns: ReportColumns, typed: dict[str, ColumnType]) -> Any:
+    from evidently import DataDefinition, Dataset
+
+    data = frame[list(columns.features)].copy()
+    for name in typed.keys() - columns.features.keys():
+        data[name] = _as_type(frame[columns.prediction], typed[name])
+    definition = DataDefinition(
+        numerical_columns=[c for c, t in typed.items() if t == "numerical"],
+        categorical_columns=[c for c, t in typed.items() if t == "categorical"],
+    )
+    return Dataset.from_pandas(data[list(typed)], data_definition=definition)
+
+
+def _as_type(values: pd.Series, kind: ColumnType) -> pd.Series:
+    """Class labels as text (ints and strings alike), numbers as floats."""
+    if kind == "categorical":
+        return values.map(lambda v: None if v is None or v != v else str(v))
+    return pd.to_numeric(values, errors="coerce").astype("float64")
+
+
+def _run_quality(labelled: pd.DataFrame, columns: ReportColumns, when: dt.datetime) -> Any:
+    """evidently's classification or regression preset on the window's labelled rows alone."""
+    from evidently import DataDefinition, Dataset, Regression, Report
+    from evidently.presets import ClassificationPreset, RegressionPreset
+
+    if columns.task != "classification":
+        data = pd.DataFrame(
+            {
+                _TARGET: _as_type(labelled[columns.target], "numerical").to_numpy(),
+                _PREDICTION: _as_type(labelled[columns.prediction], "numerical").to_numpy(),
+            }
+        )
+        definition = DataDefinition(
+            numerical_columns=[_TARGET, _PREDICTION],
+            regression=[Regression(target=_TARGET, prediction=_PREDICTION)],
+        )
+        preset: Any = RegressionPreset()
+    else:
+        data, definition = _classification_data(labelled, columns)
+        preset = ClassificationPreset()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return Report([preset]).run(
+            Dataset.from_pandas(data, data_definition=definition), None, timestamp=when
+        )
+
+
+def _classification_data(labelled: pd.DataFrame, columns: ReportColumns) -> tuple[pd.DataFrame, Any]:
+    from evidently import BinaryClassification, DataDefinition, MulticlassClassification
+
+    classes = [str(c) for c in columns.classes]
+    data = pd.DataFrame(
+        {
+            _TARGET: _as_type(labelled[columns.target], "categorical").to_numpy(),
+            _PREDICTION: _as_type(labelled[columns.prediction], "categorical").to_numpy(),
+        }
+    )
+    probabilities = _probabilities(labelled, columns, classes)
+    task: Any
+    if len(classes) == 2:
+        positive = classes[1]
+        if probabilities is not None:
+            data["probability"] = probabilities[positive]
+        task = BinaryClassification(
+            target=_TARGET,
+            prediction_labels=_PREDICTION,
+            prediction_probas="probability" if probabilities is not None else None,
+            pos_label=positive,
+        )
+    else:
+        if probabilities is not None:
+            for cls in classes:
+                data[cls] = probabilities[cls]  # evidently names each class's column by the class
+        task = MulticlassClassification(
+            target=_TARGET,
+            prediction_labels=_PREDICTION,
+            prediction_probas=classes if probabilities is not None else None,
+        )
+    return data, DataDefinition(categorical_columns=[_TARGET, _PREDICTION], classification=[task])
+
+
+def _probabilities(
+    labelled: pd.DataFrame, columns: ReportColumns, classes: list[str]
+) -> dict[str, Any] | None:
+    """Each class's probability column, when every labelled row logged every class's."""
+    if len(columns.probabilities) != len(classes) or not classes or {_TARGET, _PREDICTION} & set(classes):
+        return None
+    values = {
+        cls: pd.to_numeric(labelled[col], errors="coerce").to_numpy()
+        for cls, col in zip(classes, columns.probabilities, strict=True)
+    }
+    if any(pd.isna(v).any() for v in values.values()):
+        return None
+    # evidently takes the most probable class as the prediction when it has probabilities: only
+    # when that is the logged prediction do its label metrics equal the check's.
+    most_probable = np.asarray(classes)[np.argmax(np.column_stack(list(values.values())), axis=1)]
+    agree = most_probable == _as_type(labelled[columns.prediction], "categorical").to_numpy()
+    return values if agree.all() else None
 
 
 # JSON never has `<`, `>` or `&` outside strings, so escaping them keeps the JSON equal and makes
@@ -122,17 +305,16 @@ def script_safe_json(value: Any) -> str:
     return json.dumps(value, cls=NumpyEncoder).translate(_SCRIPT_SAFE)
 
 
-def _script_safe_html(snapshot: Any) -> str:
-    """evidently's stand-alone report (``Snapshot.get_html_str``), its data embedded escaped."""
+def _script_safe_html(widgets: list[Any]) -> str:
+    """evidently's stand-alone report (``Snapshot.get_html_str``) of these widgets, its data
+    embedded escaped."""
     import uuid
 
     from evidently.legacy.model.dashboard import DashboardInfo
     from evidently.legacy.model.widget import AdditionalGraphInfo, BaseWidgetInfo
     from evidently.legacy.renderers.base_renderer import DetailsInfo
-    from evidently.legacy.renderers.html_widgets import group_widget
     from evidently.legacy.utils.dashboard import TemplateParams, file_html_template
 
-    widgets = [group_widget(title="", widgets=snapshot._widgets), *snapshot._tests_widgets]
     graphs: dict[str, Any] = {}
     for widget in widgets:
         for graph in widget.get_additional_graphs():

@@ -7,9 +7,10 @@ import re
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from tests.workers.drift.factories import make_frames
-from workers.drift.evidently_adapter import render_drift_report_html
+from workers.drift.evidently_adapter import ReportColumns, render_check_report_html, render_drift_report_html
 
 
 def test_html_report_names_every_column() -> None:
@@ -45,3 +46,59 @@ def test_html_report_embeds_hostile_values_so_they_cannot_end_its_script_element
     data = re.search(r"var (metric_\w+) = (\{.*?\});\n", html, re.S)
     assert data is not None
     assert PAYLOAD in json.dumps(json.loads(data.group(2)), ensure_ascii=False)
+
+
+def _counters(html: str) -> dict[str, str]:
+    data = re.search(r"var metric_\w+ = (\{.*?\});\n", html, re.S)
+    assert data is not None
+    found: dict[str, str] = {}
+
+    def walk(widget: dict[str, object]) -> None:
+        params = widget.get("params") or {}
+        for counter in params.get("counters") or [] if isinstance(params, dict) else []:
+            found[counter["label"]] = counter["value"]
+        for child in widget.get("widgets") or []:  # type: ignore[attr-defined]
+            walk(child)
+
+    for widget in json.loads(data.group(1))["widgets"]:
+        walk(widget)
+    return found
+
+
+def _multiclass(n: int, rng: np.random.Generator, shift: float) -> pd.DataFrame:
+    x = rng.normal(shift, 1, n)
+    truth = rng.choice(["cat", "dog", "fox"], n)
+    predicted = np.where(rng.random(n) < 0.7, truth, rng.choice(["cat", "dog", "fox"], n))
+    proba = rng.dirichlet([1, 1, 1], n)
+    proba = np.sort(proba, axis=1)[:, ::-1]  # the predicted class is the most probable one
+    order = {"cat": [0, 1, 2], "dog": [1, 0, 2], "fox": [1, 2, 0]}
+    proba = np.stack([row[order[p]] for row, p in zip(proba, predicted, strict=True)])
+    frame = pd.DataFrame({"x": x, "__prediction__": predicted, "__label__": truth})
+    for i, cls in enumerate(("cat", "dog", "fox")):
+        frame[f"__proba__:{cls}"] = proba[:, i]
+    frame["timestamp"] = pd.Timestamp("2026-11-30", tz="UTC")
+    return frame
+
+
+def test_a_multiclass_report_tests_only_features_and_shows_the_accuracy_of_its_labelled_rows() -> None:
+    rng = np.random.default_rng(5)
+    reference, current = _multiclass(400, rng, 0.0), _multiclass(300, rng, 2.0)
+    current.loc[:99, "__label__"] = None  # a third of the window waits for its labels
+    columns = ReportColumns(
+        features={"x": "numerical"},
+        prediction="__prediction__",
+        target="__label__",
+        task="classification",
+        classes=("cat", "dog", "fox"),
+        probabilities=("__proba__:cat", "__proba__:dog", "__proba__:fox"),
+    )
+    counters = _counters(render_check_report_html(reference, current, columns))
+    labelled = current.iloc[100:]
+    assert (counters["Columns"], counters["Drifted Columns"]) == ("1", "1")
+    assert "Classification quality on the 200 labelled of 300 predictions" in counters
+    accuracy = float((labelled["__label__"] == labelled["__prediction__"]).mean())
+    assert float(counters["Accuracy"]) == pytest.approx(accuracy, abs=5e-4)
+    assert "Log Loss" in counters or any("LogLoss" in k or "Log loss" in k for k in counters)
+    current["__proba__:cat"], current["__proba__:fox"] = current["__proba__:fox"], current["__proba__:cat"]
+    disagreeing = _counters(render_check_report_html(reference, current, columns))
+    assert float(disagreeing["Accuracy"]) == pytest.approx(accuracy, abs=5e-4)  # still the logged labels
