@@ -5,7 +5,8 @@ from datetime import timedelta
 import pytest
 from django.test import Client
 
-from dashboard.selectors import model_rows, quality_chart
+from dashboard.presenters import model_rows
+from dashboard.quality_chart import quality_chart
 from monitoring.models import CheckState, MonitoringPolicy
 from registry.models import RegisteredModel
 from tests.platform.dashboard.conftest import T0, run_check
