@@ -11,6 +11,7 @@ from monitoring.alerts import alert_acknowledge, alert_resolve
 from monitoring.checks import quality_check_run
 from monitoring.models import (
     Alert,
+    CheckState,
     GroundTruth,
     MonitoringPolicy,
     Notification,
@@ -102,7 +103,7 @@ class QualityCheckAdmin(admin.ModelAdmin):
         "accuracy",
         "dataset_drift",
     )
-    list_filter = ("state", "model")
+    list_filter = ("state", "report_state", "model")
     readonly_fields = [f.name for f in QualityCheck._meta.fields]
     actions = ["request_report"]
 
@@ -115,12 +116,16 @@ class QualityCheckAdmin(admin.ModelAdmin):
     def dataset_drift(self, obj: QualityCheck) -> bool | None:
         return obj.decisions.get("data_drift") if obj.decisions else None
 
-    @admin.action(description="Generate the evidently report")
+    @admin.action(description="Generate (or retry) the evidently report")
     def request_report(self, request: HttpRequest, queryset: QuerySet[QualityCheck]) -> None:
-        for check in queryset:
-            check_report_request(check=check)
-            audit_record(actor=request.user, action="report.request", target=check)
-        self.message_user(request, f"{queryset.count()} report(s) queued", messages.INFO)
+        queued = 0
+        for check in queryset.filter(state=CheckState.DONE):
+            if check_report_request(check=check):  # False: pending or ready already
+                audit_record(actor=request.user, action="report.request", target=check)
+                queued += 1
+        left = queryset.count() - queued
+        note = f"; {left} left alone (pending, ready, or no window to report on)" if left else ""
+        self.message_user(request, f"{queued} report(s) queued{note}", messages.INFO)
 
 
 @admin.register(Alert)

@@ -165,3 +165,22 @@ def test_the_error_shown_is_one_line_without_traceback_or_paths() -> None:
     assert report_error_text(exc) == "OSError: cannot read …/ref-7.parquet"
     assert len(report_error_text(ValueError("x" * 5000))) == 300
     assert report_error_text(KeyError()) == "KeyError"
+
+
+@pytest.mark.django_db
+def test_the_admin_action_queues_reports_only_for_checks_with_a_window_and_once(
+    django_capture_on_commit_callbacks: Callable[..., Any],
+) -> None:
+    model = monitored_model(reference_rows=300, window_kind="hours", window_size=1)
+    skipped = run_check(model, T0)
+    send(model, rows(300, seed=2), start=T0, prefix="a", step=timedelta(seconds=5))
+    done = run_check(model, T0 + timedelta(hours=1))
+    admin = Client()
+    admin.force_login(User.objects.create_superuser("root"))
+    form = {"action": "request_report", "_selected_action": [skipped.pk, done.pk]}
+    with django_capture_on_commit_callbacks() as sent:
+        for _ in range(2):
+            admin.post("/admin/monitoring/qualitycheck/", form, follow=True)
+    assert len(sent) == 1
+    states = dict(QualityCheck.objects.values_list("pk", "report_state"))
+    assert states == {skipped.pk: "", done.pk: "requested"}
