@@ -129,7 +129,10 @@ def model_check_run(request: HttpRequest, name: str) -> HttpResponse:
         return redirect("dashboard:model", name=model.name)
     if check is not None:
         audit_record(actor=request.user, action="check.run", target=check)
-        messages.success(request, f"Check #{check.pk} over {window_label(check.window_spec)}: {check.state}.")
+        reason = f" ({check.skipped_reason})" if check.skipped_reason else ""
+        messages.success(
+            request, f"Check #{check.pk} over {window_label(check.window_spec)}: {check.state}{reason}."
+        )
     return redirect("dashboard:model", name=model.name)
 
 

@@ -7,7 +7,7 @@ from django.test import Client
 
 from dashboard.presenters import model_rows
 from dashboard.quality_chart import quality_chart
-from monitoring.models import CheckState, MonitoringPolicy
+from monitoring.models import CheckState, MonitoringPolicy, QualityCheck
 from registry.models import RegisteredModel
 from tests.platform.dashboard.conftest import T0, run_check
 from tests.platform.monitoring.factories import monitored_model, rows, send
@@ -44,3 +44,11 @@ def test_the_checks_table_and_the_check_page_show_the_reason(staff: Client) -> N
     assert '<span class="state skipped">skipped</span>' in listed and check.skipped_reason in listed
     page = staff.get(f"/checks/{check.pk}/").content.decode()
     assert f"Skipped: {check.skipped_reason}" in page
+
+
+def test_run_check_now_over_an_empty_window_says_why_it_was_skipped(staff: Client) -> None:
+    hourly_model()
+    response = staff.post("/models/sea/checks/run", follow=True).content.decode()
+    check = QualityCheck.objects.get()
+    assert check.state == CheckState.SKIPPED and check.skipped_reason.startswith("no predictions between")
+    assert f"skipped ({check.skipped_reason})." in response
