@@ -14,9 +14,10 @@ CPU tensors and the known differences are modelled explicitly:
 - optimizers: CUDA defaults to the multi-tensor (foreach) implementations, whose temporaries are
   whole lists of parameter-sized tensors; the estimator builds them with ``foreach=True``.
 - Adam's ``step`` counters stay on the host.
-- cuBLAS workspace: one per (handle, stream), allocated through the caching allocator on the first
-  matmul of each thread and kept; the autograd engine runs CUDA backward on its own thread with its
-  own handle, so forward and backward each get one (32 MiB on sm90+, 8 MiB + 128 KiB before).
+- cuBLAS / cuBLASLt workspaces: one per (handle, stream), allocated through the caching allocator on
+  the first matmul of each thread and kept; the autograd engine runs CUDA backward on its own thread
+  with its own handle, so forward and backward each get one. Sizes, sharing and caching follow the
+  target's torch version, architecture and environment (``blas_workspace``).
 - cuDNN convolution workspace: a transient allocation around each convolution (fwd and bwd).
   Its size depends on the algorithm cuDNN picks at run time; ``conv_workspace_ratio`` of the
   largest tensor involved is an uncalibrated allowance.
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -37,7 +39,7 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten, tree_map_only
 
-from workers.memory import cuda_attention
+from workers.memory import blas_workspace, cuda_attention
 from workers.memory.allocator import UNLIMITED, CachingAllocatorSimulator
 from workers.memory.loop import AMP_DTYPES
 from workers.memory.trace import AllocationRecorder, PeakTally, Trace
@@ -67,13 +69,26 @@ class CudaTarget:
     # PyTorch puts cuDNN attention first on sm90/sm100 when the runtime cuDNN is newer than 9.15.
     prefer_cudnn_attention: bool = False
 
+    # The job's torch and environment, for the BLAS workspaces; None: this process's.
+    torch_version: str = torch.__version__
+    workspace_env: tuple[tuple[str, str], ...] | None = None
+    cublas_workspace_override: int | None = None  # torch.backends.cuda.cublas_workspace_size(n)
+    cublaslt_workspace_override: int | None = None
+
+    @property
+    def blas_workspaces(self) -> blas_workspace.BlasWorkspaces:
+        env = dict(self.workspace_env) if self.workspace_env is not None else dict(os.environ)
+        return blas_workspace.resolve(
+            torch_version=self.torch_version,
+            compute_capability=self.compute_capability,
+            env=env,
+            cublas_override=self.cublas_workspace_override,
+            cublaslt_override=self.cublaslt_workspace_override,
+        )
+
     @property
     def cublas_workspace_bytes(self) -> int:
-        # CublasHandlePool.cpp default CUBLAS_WORKSPACE_CONFIG: ":4096:8" on Hopper and newer,
-        # ":4096:2:16:8" before.
-        if self.compute_capability[0] >= 9:
-            return 4096 * 1024 * 8
-        return 4096 * 1024 * 2 + 16 * 1024 * 8
+        return self.blas_workspaces.cublas_bytes
 
 
 def can_trace_on_cuda() -> bool:
@@ -244,19 +259,38 @@ class _Workspaces:
     def __init__(self, recorder: AllocationRecorder, target: CudaTarget) -> None:
         self.recorder = recorder
         self.target = target
+        self.blas = target.blas_workspaces
         self._threads_with_cublas: set[str] = set()
+        self._threads_with_lt: set[str] = set()
 
     def __call__(self, op: str, args: tuple[Any, ...], out: Any) -> None:
         if op in _MATMUL_OPS:
-            self._cublas()
+            self._matmul(op, args)
         elif op in _CONV_OPS:
             self._conv(args, out)
 
-    def _cublas(self) -> None:
+    def _matmul(self, op: str, args: tuple[Any, ...]) -> None:
+        # The autograd engine runs CUDA backward on its own thread, with its own handle.
         thread = "autograd" if self.recorder.phase == "backward" else "main"
-        if thread not in self._threads_with_cublas:
+        if not _uses_cublaslt(op, args) or self.blas.lt_bytes == 0:
+            self._cublas(thread)
+            return
+        if self.blas.lt_sets_up_cublas_handle:
+            self._cublas(thread)
+        self._cublaslt(thread)
+
+    def _cublas(self, thread: str) -> None:
+        if thread not in self._threads_with_cublas and self.blas.cublas_bytes > 0:
             self._threads_with_cublas.add(thread)
-            self.recorder.emit(self.target.cublas_workspace_bytes, "cublas_workspace", "workspace")
+            self.recorder.emit(self.blas.cublas_bytes, "cublas_workspace", "workspace")
+
+    def _cublaslt(self, thread: str) -> None:
+        if self.blas.lt_per_call:
+            sid = self.recorder.emit(self.blas.lt_bytes, "cublaslt_workspace", "workspace")
+            self.recorder.emit_free(sid, self.blas.lt_bytes, "cublaslt_workspace")
+        elif thread not in self._threads_with_lt:
+            self._threads_with_lt.add(thread)
+            self.recorder.emit(self.blas.lt_bytes, "cublaslt_workspace", "workspace")
 
     def _conv(self, args: tuple[Any, ...], out: Any) -> None:
         tensors = [t for t in tree_flatten((args, out))[0] if isinstance(t, torch.Tensor)]
@@ -283,8 +317,10 @@ def emulation(recorder: AllocationRecorder, target: CudaTarget | None, traced_on
 # -- replay through the caching allocator -------------------------------------------------------
 def simulate(trace: Trace, target: CudaTarget, capacity_bytes: int | None) -> tuple[int, int, dict[str, int]]:
     """Peak allocated, peak reserved and the breakdown at peak allocation, in allocator bytes."""
-    # The CUDA context takes its share of the device before the allocator gets any.
-    capacity = UNLIMITED if capacity_bytes is None else max(0, capacity_bytes - target.context_bytes)
+    # The CUDA context (and cuBLAS's own workspaces, when torch does not cache them, one per
+    # forward and backward thread) take their share of the device before the allocator gets any.
+    outside = target.context_bytes + 2 * target.blas_workspaces.outside_allocator_bytes
+    capacity = UNLIMITED if capacity_bytes is None else max(0, capacity_bytes - outside)
     sim = CachingAllocatorSimulator(capacity=capacity, max_split_size=target.max_split_size)
     tally = PeakTally(trace.category)
     handles: dict[int, int] = {}
@@ -301,7 +337,16 @@ def simulate(trace: Trace, target: CudaTarget, capacity_bytes: int | None) -> tu
     breakdown = tally.breakdown()
     breakdown["allocator_cache"] = sim.stats.peak_reserved - sim.stats.peak_allocated
     breakdown["cuda_context"] = target.context_bytes
+    if target.blas_workspaces.outside_allocator_bytes:
+        breakdown["cublas_own_workspaces"] = 2 * target.blas_workspaces.outside_allocator_bytes
     return sim.stats.peak_allocated, sim.stats.peak_reserved, breakdown
+
+
+def _uses_cublaslt(op: str, args: tuple[Any, ...]) -> bool:
+    # addmm's bias (a 1-d self) and activation epilogues run on cuBLASLt (Blas.cpp useLtInterface).
+    if op == "aten._addmm_activation.default":
+        return True
+    return op == "aten.addmm.default" and isinstance(args[0], torch.Tensor) and args[0].dim() == 1
 
 
 def _host_scalar(event: Any, trace: Trace) -> bool:

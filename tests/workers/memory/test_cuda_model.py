@@ -63,11 +63,6 @@ def test_emulated_cuda_dropout_uses_the_fused_kernel_with_a_bool_mask():
     assert F.dropout is original
 
 
-def test_cublas_workspace_follows_the_compute_capability():
-    assert CudaTarget(compute_capability=(9, 0)).cublas_workspace_bytes == 32 * 1024 * 1024
-    assert CudaTarget(compute_capability=(8, 0)).cublas_workspace_bytes == 8 * 1024 * 1024 + 128 * 1024
-
-
 def test_optimizer_step_counters_are_not_device_memory():
     model = torch.nn.Linear(64, 64)
     batch = torch.randn(8, 64)
