@@ -10,7 +10,9 @@ CPU tensors and the known differences are modelled explicitly:
   ``F.dropout`` to ``native_dropout``.
 - autocast: CPU and CUDA autocast have different op lists. The trace runs without CPU autocast and
   applies CUDA's: the ops are those with an AutocastCUDA kernel in the installed torch, and each
-  one's cast is probed on fake CUDA tensors under CUDA autocast (``autocast_emulation``).
+  one's cast is probed on fake CUDA tensors under CUDA autocast (``autocast_emulation``). Like
+  ``torch.utils.checkpoint``, which re-enters the forward's autocast state to recompute, a block
+  checkpointed under the emulated autocast is recomputed under it (with a fresh weight cache).
 - optimizers: CUDA defaults to the multi-tensor (foreach) implementations, whose temporaries are
   whole lists of parameter-sized tensors; the estimator builds them with ``foreach=True``.
 - Adam's ``step`` counters stay on the host.
@@ -32,10 +34,12 @@ import functools
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import torch
 import torch.nn.functional as F
+import torch.utils.checkpoint as torch_checkpoint
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten, tree_map_only
 
@@ -162,6 +166,9 @@ def _autocast_ops() -> frozenset[str]:
     return frozenset(names)
 
 
+_ACTIVE_AUTOCAST: list[torch.dtype] = []  # the emulated autocasts entered, innermost last
+
+
 class _CudaAutocast(TorchFunctionMode):
     """CUDA autocast's casts on a trace of fake CPU tensors.
 
@@ -181,10 +188,12 @@ class _CudaAutocast(TorchFunctionMode):
 
     def __enter__(self) -> _CudaAutocast:
         self._sdpa.__enter__()  # SDPA is a lower-precision op, cast by its stand-in
+        _ACTIVE_AUTOCAST.append(self.dtype)
         return super().__enter__()  # type: ignore[no-any-return]
 
     def __exit__(self, *exc: Any) -> None:
         super().__exit__(*exc)
+        _ACTIVE_AUTOCAST.pop()
         self._sdpa.__exit__(*exc)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
@@ -253,6 +262,48 @@ def autocast_emulation(amp: str | None) -> Iterator[None]:
         yield
 
 
+def _recomputed_under_forward_autocast(function: Any) -> Any:
+    """``function`` as a checkpoint recomputes it: under the emulated autocast of the forward that
+    checkpointed it (captured now), entered afresh when the recompute runs outside it (backward)."""
+    if not _ACTIVE_AUTOCAST:
+        return function
+    dtype = _ACTIVE_AUTOCAST[-1]
+
+    def recompute(*args: Any, **kwargs: Any) -> Any:
+        if _ACTIVE_AUTOCAST:
+            return function(*args, **kwargs)
+        with _CudaAutocast(dtype):
+            return function(*args, **kwargs)
+
+    return recompute
+
+
+@contextlib.contextmanager
+def _checkpoint_autocast() -> Iterator[None]:
+    """Give the emulated autocast to checkpoint recomputation, reentrant or not.
+
+    ``torch.utils.checkpoint.checkpoint`` looks both helpers up in its module at each call, so this
+    also reaches checkpoint functions bound before the trace (Hugging Face's gradient
+    checkpointing). Process-wide while the trace runs, as ``_cuda_dropout``.
+    """
+    generator = torch_checkpoint._checkpoint_without_reentrant_generator
+    function_class = torch_checkpoint.CheckpointFunction
+
+    def without_reentrant(function: Any, *args: Any, **kwargs: Any) -> Any:
+        return generator(_recomputed_under_forward_autocast(function), *args, **kwargs)
+
+    def reentrant_apply(function: Any, *args: Any) -> Any:
+        return function_class.apply(_recomputed_under_forward_autocast(function), *args)
+
+    torch_checkpoint._checkpoint_without_reentrant_generator = without_reentrant  # type: ignore[assignment]
+    torch_checkpoint.CheckpointFunction = SimpleNamespace(apply=reentrant_apply)  # type: ignore[misc,assignment]
+    try:
+        yield
+    finally:
+        torch_checkpoint._checkpoint_without_reentrant_generator = generator
+        torch_checkpoint.CheckpointFunction = function_class  # type: ignore[misc]
+
+
 class _Workspaces:
     """Inserts cuBLAS and cuDNN workspace allocations into the trace next to the ops needing them."""
 
@@ -310,7 +361,11 @@ def emulation(recorder: AllocationRecorder, target: CudaTarget | None, traced_on
     if traced_on != "cpu":
         yield
         return
-    with _cuda_dropout(), cuda_attention.cuda_sdpa(target.compute_capability, target.prefer_cudnn_attention):
+    with (
+        _cuda_dropout(),
+        _checkpoint_autocast(),
+        cuda_attention.cuda_sdpa(target.compute_capability, target.prefer_cudnn_attention),
+    ):
         yield
 
 

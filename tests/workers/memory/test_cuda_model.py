@@ -13,6 +13,7 @@ from workers.memory.cuda_model import (
     cuda_autocast_ops,
     move_to_fake_cuda,
 )
+from workers.memory.estimator import _trace
 from workers.memory.trace import fake_batch, fake_model
 
 
@@ -109,8 +110,6 @@ class _RMSNormNet(torch.nn.Module):
 
 
 def _forward_allocations(model, batch, op):
-    from workers.memory.estimator import _trace
-
     trace, _ = _trace(model, batch, _loss, "sgd", "bf16", 2, 1, False, CudaTarget(), False)
     return [e.nbytes for e in trace.events if e.op == op and e.phase == "forward" and e.nbytes > 0]
 
@@ -149,3 +148,55 @@ def test_capacity_is_the_device_total_minus_the_cuda_context():
             cuda_target=target,
             capacity_bytes=free_run.peak_reserved_bytes + 2 * 1024**2,
         )
+
+
+class _Blocks(torch.nn.Module):
+    """Two blocks after a stem, checkpointed by torch.utils.checkpoint (reentrant or not)."""
+
+    def __init__(self, reentrant):
+        super().__init__()
+        self.reentrant = reentrant
+        self.stem = torch.nn.Linear(256, 256)
+        self.blocks = torch.nn.ModuleList(
+            torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.GELU(), torch.nn.Linear(1024, 256))
+            for _ in range(2)
+        )
+        self.head = torch.nn.Linear(256, 10)
+
+    def forward(self, x):
+        h = self.stem(x)
+        for block in self.blocks:
+            h = torch.utils.checkpoint.checkpoint(block, h, use_reentrant=self.reentrant)
+        return self.head(h)
+
+
+def _backward_matmul_outputs(model, amp):
+    batch = torch.randn(64, 256)
+    target = CudaTarget(workspace_env=())
+    trace, _ = _trace(model, batch, _loss, "sgd", amp, 2, 1, False, target, False)
+    return {e.nbytes for e in trace.events if e.phase == "backward" and e.op == "aten.addmm.default"}
+
+
+def test_checkpoint_recomputation_runs_under_the_forwards_cuda_autocast():
+    fp32 = {64 * 1024 * 4, 64 * 256 * 4}
+    for reentrant in (False, True):
+        # the recomputed Linear outputs: 64 x 1024 (and 64 x 256 when reentrant) at 2 bytes
+        recomputed = _backward_matmul_outputs(_Blocks(reentrant), "bf16")
+        assert 64 * 1024 * 2 in recomputed and not recomputed & fp32
+        assert 64 * 1024 * 4 in _backward_matmul_outputs(_Blocks(reentrant), None)
+
+
+def test_checkpointed_training_under_bf16_estimates_for_a_cuda_target():
+    model = torch.nn.Sequential(
+        *[torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.GELU()) for _ in range(3)]
+    )
+    est = estimate_training_memory(
+        model,
+        torch.randn(32, 64),
+        loss_fn=_loss,
+        optimizer="sgd",
+        device="cuda",
+        amp="bf16",
+        checkpointing=True,
+    )
+    assert est.checkpointing and est.peak_allocated_bytes > 0
