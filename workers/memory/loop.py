@@ -84,8 +84,10 @@ def run_training(
     amp: str | None = None,
     device_type: str = "cpu",
     phase: PhaseHook = _no_phase,
+    stop_after: Callable[[int], bool] | None = None,
 ) -> None:
-    """Forward, loss, backward (``accumulation_steps`` times), optimizer step, zero_grad."""
+    """Forward, loss, backward (``accumulation_steps`` times), optimizer step, zero_grad;
+    ``iterations`` times, or until ``stop_after(iteration)`` says the rest would repeat it."""
     model.train()
     for iteration in range(iterations):
         for _ in range(accumulation_steps):
@@ -94,6 +96,8 @@ def run_training(
             optimizer.step()
         with phase("zero_grad", iteration):
             optimizer.zero_grad(set_to_none=True)
+        if stop_after is not None and stop_after(iteration):
+            return
 
 
 def train_step(

@@ -229,3 +229,45 @@ def test_a_storage_resize_holds_old_and_new_buffers_at_once():
         t.resize_(4096)
     sizes = [e.nbytes for e in trace.events]
     assert sizes[:3] == [4096, 16384, -4096]  # new allocated before the old one is freed
+
+
+def test_cpu_trace_stops_once_an_iteration_leaves_what_the_one_before_left():
+    def estimate(iterations):
+        return estimate_training_memory(
+            TinyCNN(), image_batch(8), loss_fn=xent, optimizer="adam", device="cpu", iterations=iterations
+        )
+
+    two, five = estimate(2), estimate(5)
+    assert five.peak_allocated_bytes == two.peak_allocated_bytes
+    assert five.trace_events == two.trace_events  # iterations 3-5 would repeat iteration 2
+
+
+class _LateStateSGD(torch.optim.SGD):
+    """Adds a large state tensor per parameter at its third step only."""
+
+    def __init__(self, params):
+        super().__init__(params, lr=0.01)
+        self.steps = 0
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        self.steps += 1
+        if self.steps == 3:
+            for group in self.param_groups:
+                for p in group["params"]:
+                    self.state[p]["late"] = torch.zeros(p.numel() * 8, dtype=p.dtype, device=p.device)
+        return super().step(closure)
+
+
+def test_a_callable_optimizer_is_traced_for_every_iteration():
+    def estimate(iterations):
+        return estimate_training_memory(
+            TinyClassifier(),
+            table_batch(16),
+            loss_fn=xent,
+            optimizer=_LateStateSGD,
+            device="cpu",
+            iterations=iterations,
+        )
+
+    assert estimate(3).peak_allocated_bytes > estimate(2).peak_allocated_bytes
