@@ -12,7 +12,8 @@ each measured in a fresh child process.
 
     python bench/memory_zoo.py [--quick] [--device cpu|cuda] [--models a,b] [--no-memtracker] [--threads N]
 
-The estimation time of every row is printed (est.s), with the worst case; the first estimate of a
+The estimation time of every row is printed, wall (est.s) and CPU (cpu.s, process time: the
+machine may be shared), with the worst cases; the first estimate of a
 process (one-time initialisation) is done on a throw-away model first and printed apart.
 """
 
@@ -57,6 +58,7 @@ class Row:
     measured: int
     ours: int
     ours_seconds: float
+    ours_cpu_seconds: float
     memtracker: int | None
     measured_reserved: int | None = None
     ours_reserved: int | None = None
@@ -125,16 +127,19 @@ def measure_cuda(entry: ZooEntry, batch_size: int, optimizer: str) -> dict[str, 
 
 
 # -- estimators --------------------------------------------------------------------------------
-def estimate_ours(entry: ZooEntry, batch_size: int, optimizer: str, device: str) -> tuple[int, int, float]:
+def estimate_ours(
+    entry: ZooEntry, batch_size: int, optimizer: str, device: str
+) -> tuple[int, int, float, float]:
     torch.manual_seed(0)
     model = entry.build()
     batch = entry.make_batch(batch_size)
     target = CudaTarget(compute_capability=torch.cuda.get_device_capability()) if device == "cuda" else None
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     est = estimate_training_memory(
         model, batch, loss_fn=entry.loss_fn, optimizer=optimizer, device=device, cuda_target=target
     )
-    return est.peak_allocated_bytes, est.peak_reserved_bytes, time.perf_counter() - started
+    wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+    return est.peak_allocated_bytes, est.peak_reserved_bytes, wall, cpu
 
 
 def estimate_memtracker(entry: ZooEntry, batch_size: int, optimizer: str, device: str) -> int | None:
@@ -196,7 +201,7 @@ def print_header(device: str) -> None:
     extra = "  meas.res  ours.res  err.res" if device == "cuda" else ""
     print(
         f"{'model':<16} {'params':>10} {'bs':>4} {'opt':<5} {'measured':>9} {'ours':>9} {'err':>8} "
-        f"{'memtrack':>9} {'err.MT':>8} {'est.s':>6}{extra}   (MiB)"
+        f"{'memtrack':>9} {'err.MT':>8} {'est.s':>6} {'cpu.s':>6}{extra}   (MiB)"
     )
 
 
@@ -204,7 +209,7 @@ def print_row(row: Row, device: str) -> None:
     line = (
         f"{row.model:<16} {row.params:>10,} {row.batch:>4} {row.optimizer:<5} {_mib(row.measured)} "
         f"{_mib(row.ours)} {_pct(row.err(row.ours))} {_mib(row.memtracker)} "
-        f"{_pct(row.err(row.memtracker))} {row.ours_seconds:6.2f}"
+        f"{_pct(row.err(row.memtracker))} {row.ours_seconds:6.2f} {row.ours_cpu_seconds:6.2f}"
     )
     if device == "cuda":
         line += (
@@ -227,16 +232,20 @@ def summarize(rows: list[Row], device: str) -> None:
             f"MemTracker |error| (allocated): median {100 * statistics.median(mt):.2f}%  max {100 * max(mt):.2f}%  ({len(mt)} rows)"
         )
     slowest = max(rows, key=lambda r: r.ours_seconds)
+    busiest = max(rows, key=lambda r: r.ours_cpu_seconds)
     print(
-        f"estimation time: max {slowest.ours_seconds:.2f} s ({slowest.model}, bs {slowest.batch}, "
+        f"estimation time: wall max {slowest.ours_seconds:.2f} s ({slowest.model}, bs {slowest.batch}, "
         f"{slowest.optimizer}), median {statistics.median(r.ours_seconds for r in rows):.2f} s; "
+        f"CPU max {busiest.ours_cpu_seconds:.2f} s ({busiest.model}, bs {busiest.batch}, "
+        f"{busiest.optimizer}), median {statistics.median(r.ours_cpu_seconds for r in rows):.2f} s; "
         f"torch threads {torch.get_num_threads()}, load average {os.getloadavg()[0]:.1f} "
         f"on {os.cpu_count()} cores"
     )
     big = [r for r in rows if r.params >= 50_000_000]
     for r in big:
         print(
-            f"estimation time, {r.model} ({r.params / 1e6:.0f}M params, {r.optimizer}): {r.ours_seconds:.2f} s"
+            f"estimation time, {r.model} ({r.params / 1e6:.0f}M params, {r.optimizer}): "
+            f"{r.ours_seconds:.2f} s wall, {r.ours_cpu_seconds:.2f} s CPU"
         )
     if device == "cpu":
         ok = statistics.median(ours) <= 0.01 and max(ours) <= 0.03
@@ -287,7 +296,7 @@ def run(args: argparse.Namespace) -> list[Row]:
 
 
 def _row(entry: ZooEntry, params: int, batch_size: int, optimizer: str, args: argparse.Namespace) -> Row:
-    allocated, reserved, seconds = estimate_ours(entry, batch_size, optimizer, args.device)
+    allocated, reserved, seconds, cpu_seconds = estimate_ours(entry, batch_size, optimizer, args.device)
     mt = None if args.no_memtracker else estimate_memtracker(entry, batch_size, optimizer, args.device)
     if args.device == "cuda":
         measured = measure_cuda(entry, batch_size, optimizer)
@@ -299,12 +308,13 @@ def _row(entry: ZooEntry, params: int, batch_size: int, optimizer: str, args: ar
             measured["allocated"],
             allocated,
             seconds,
+            cpu_seconds,
             mt,
             measured["reserved"],
             reserved,
         )
     measured_cpu = measure_cpu(entry, batch_size, optimizer)
-    return Row(entry.name, params, batch_size, optimizer, measured_cpu, allocated, seconds, mt)
+    return Row(entry.name, params, batch_size, optimizer, measured_cpu, allocated, seconds, cpu_seconds, mt)
 
 
 def main() -> None:
