@@ -74,10 +74,14 @@ def _within(queryset: QuerySet[QualityCheck], trange: TimeRange | None) -> Query
     return queryset
 
 
-def done_checks_newest_first(*, model: RegisteredModel, limit: int) -> list[QualityCheck]:
-    return list(
-        QualityCheck.objects.filter(model=model, state=CheckState.DONE).order_by("-window_end", "-pk")[:limit]
-    )
+def done_checks_newest_first(
+    *, model: RegisteredModel, limit: int, light: bool = False
+) -> list[QualityCheck]:
+    """The latest ``limit`` finished checks, newest first; ``light`` leaves the heavy JSON unloaded."""
+    queryset = QualityCheck.objects.filter(model=model, state=CheckState.DONE)
+    if light:
+        queryset = queryset.defer(*HEAVY_COLUMNS)
+    return list(queryset.order_by("-window_end", "-pk")[:limit])
 
 
 def checks_recent(

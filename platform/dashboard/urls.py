@@ -19,6 +19,7 @@ urlpatterns = [
     path("models/<str:name>/", views.model_page, name="model"),
     path("models/<str:name>/checks/run", views.model_check_run, name="model-check-run"),
     path("models/<str:name>/retrain", views.model_retrain, name="model-retrain"),
+    path("models/<str:name>/policy", views.model_policy_edit, name="model-policy-edit"),
     path("retrain-jobs/<int:job_id>/<str:action>", views.retrain_job_action, name="retrain-job-action"),
     path("checks/<int:check_id>/", views.check_detail, name="check"),
     path("checks/<int:check_id>/report", views.check_report, name="check-report"),

@@ -17,9 +17,11 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from core.audit import audit_record
-from core.errors import Conflict
+from core.errors import Conflict, InvalidInput
 from dashboard import presenters, selectors
+from dashboard.contenders import champion_vs_challenger
 from dashboard.heatmap import drift_heatmap
+from dashboard.policy_form import policy_form_changes, policy_form_fields, policy_form_values
 from dashboard.quality_chart import quality_chart
 from dashboard.templatetags.dashboard_extras import window_label
 from dashboard.timerange import PRESET_LABELS, time_range_parse
@@ -27,9 +29,11 @@ from monitoring import alerts as alert_services
 from monitoring import checks as check_services
 from monitoring import reports
 from monitoring import selectors as monitoring_selectors
+from monitoring import services as monitoring_services
 from monitoring.models import AlertState
 from monitoring.selectors import policy_for
 from monitoring.window import scheduled_window
+from registry.models import RegisteredModel
 from registry.selectors import active_reference_get, model_get, versions_list
 from retraining import promotion as retrain_promotion
 from retraining import requests as retrain_requests
@@ -76,16 +80,14 @@ def home(request: HttpRequest) -> HttpResponse:
     return render(request, "dashboard/home.html", context)
 
 
-@login_required
-def model_page(request: HttpRequest, name: str) -> HttpResponse:
-    model = model_get(name=name)
+def _model_context(request: HttpRequest, model: RegisteredModel) -> dict[str, Any]:
     policy = policy_for(model)
     latest = monitoring_selectors.latest_done_check(model=model)
     reference = active_reference_get(model=model)
     trange = time_range_parse(request.GET, newest=selectors.newest_check_end(model=model))
     if trange.error:
         messages.warning(request, f"{trange.error}: showing the {trange.label}.")
-    context = {
+    return {
         "reference": reference,
         "trange": trange,
         "presets": PRESET_LABELS,
@@ -93,16 +95,53 @@ def model_page(request: HttpRequest, name: str) -> HttpResponse:
         "summary": presenters.model_rows(name=model.name)[0],
         "policy": policy,
         "policy_rows": presenters.policy_rows(policy=policy, reference=reference),
+        "policy_form": policy_form_fields(policy=policy) if request.user.is_staff else None,
         "chart": quality_chart(model=model, policy=policy, trange=trange),
         "heatmap": drift_heatmap(model=model, trange=trange),
         "latest": latest,
         "data_quality": presenters.data_quality_rows(check=latest),
         "alerts": monitoring_selectors.alerts_list(model=model, limit=50),
         "checks": presenters.check_rows(model=model, metric=policy.metric, trange=trange),
+        "versus": champion_vs_challenger(model=model, metric=policy.metric),
         "versions": versions_list(model=model),
         "retrain_jobs": retrain_selectors.jobs_for_model(model=model, limit=20),
     }
-    return render(request, "dashboard/model.html", context)
+
+
+@login_required
+def model_page(request: HttpRequest, name: str) -> HttpResponse:
+    return render(request, "dashboard/model.html", _model_context(request, model_get(name=name)))
+
+
+@require_POST
+@staff_required
+def model_policy_edit(request: HttpRequest, name: str) -> HttpResponse:
+    """The staff-only policy form: monitoring validates it exactly as the API's PATCH. A refused
+    value re-renders the page (400) with each error beside its field; nothing is stored."""
+    model = model_get(name=name)
+    changes = policy_form_changes(policy=policy_for(model), values=policy_form_values(request.POST))
+    if not changes:
+        messages.info(request, "Policy unchanged: every field already had that value.")
+        return redirect(reverse("dashboard:model", args=[model.name]) + "#policy")
+    try:
+        monitoring_services.policy_change(model=model, changes=changes, actor=request.user)
+    except InvalidInput as exc:
+        return _policy_refused(request, model, exc)
+    saved = ", ".join(f"{k} = {v}" for k, v in changes.items())
+    messages.success(request, f"Policy saved: {saved}.")
+    return redirect(reverse("dashboard:model", args=[model.name]) + "#policy")
+
+
+def _policy_refused(request: HttpRequest, model: RegisteredModel, exc: InvalidInput) -> HttpResponse:
+    errors: dict[str, str] = {}
+    for error in exc.errors:
+        errors[error.field] = "; ".join(filter(None, [errors.get(error.field), error.message]))
+    context = _model_context(request, model)
+    posted: dict[str, Any] = {k: request.POST[k] for k in request.POST if k != "csrfmiddlewaretoken"}
+    posted |= {k: v for k, v in policy_form_values(request.POST).items() if isinstance(v, bool)}
+    context["policy_form"] = policy_form_fields(policy=context["policy"], posted=posted, errors=errors)
+    context["policy_refused"] = f"Policy not saved: {len(exc.errors)} invalid value(s); nothing was stored."
+    return render(request, "dashboard/model.html", context, status=400)
 
 
 @require_POST

@@ -3,7 +3,6 @@
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db import transaction
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -17,7 +16,6 @@ from core.serializers import BODY, NAMED, error_responses
 from monitoring import services
 from monitoring.checks import check_labels_refresh, quality_check_run
 from monitoring.models import Alert, AlertState, CheckState, QualityCheck
-from monitoring.policy import policy_update
 from monitoring.selectors import policy_for
 from monitoring.serializers import (
     AlertOut,
@@ -189,14 +187,6 @@ class PolicyView(ScopedAPIView):
         responses={200: PolicyOut, **error_responses(*NAMED, *BODY, 415)},
     )
     def patch(self, request: Request, name: str) -> Response:
-        policy = services.policy_ensure(model=model_get(name=name))
-        changes = json_body(request)
-        with transaction.atomic():
-            policy = policy_update(policy=policy, changes=changes)
-            audit_record(
-                actor=request_actor(request),
-                action="policy.update",
-                target=policy,
-                details={"changes": changes},
-            )
+        model = model_get(name=name)
+        policy = services.policy_change(model=model, changes=json_body(request), actor=request_actor(request))
         return Response(PolicyOut(policy).data)

@@ -9,8 +9,9 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from core.audit import Actor, audit_record
 from monitoring.models import GroundTruth, MonitoringPolicy, PredictionSample
-from monitoring.policy import default_metric
+from monitoring.policy import default_metric, policy_update
 from monitoring.validation import CleanSample, clean_labels, clean_samples, require_list
 from registry.models import ModelVersion, RegisteredModel, VersionStatus
 from registry.schema import model_schema
@@ -171,4 +172,14 @@ def policy_ensure(*, model: RegisteredModel) -> MonitoringPolicy:
     policy, _ = MonitoringPolicy.objects.get_or_create(
         model=model, defaults={"metric": default_metric(model.task)}
     )
+    return policy
+
+
+def policy_change(*, model: RegisteredModel, changes: Any, actor: Actor) -> MonitoringPolicy:
+    """Validate, store and audit a change to the model's policy: the API's PATCH and the
+    dashboard's form both come here. A rejected change raises InvalidInput and stores nothing,
+    not even the default policy it would have been applied to."""
+    with transaction.atomic():
+        policy = policy_update(policy=policy_ensure(model=model), changes=changes)
+        audit_record(actor=actor, action="policy.update", target=policy, details={"changes": changes})
     return policy

@@ -61,3 +61,18 @@ def job_detail(*, job: RetrainJob) -> dict[str, Any]:
         "started_at": job.started_at,
         "finished_at": job.finished_at,
     }
+
+
+def challenger_get(*, model: RegisteredModel, champion: ModelVersion | None) -> ModelVersion | None:
+    """The newest candidate newer than the champion: a retrained version awaiting approval, or an
+    upload not promoted yet. A candidate older than the champion challenges nothing."""
+    candidates = ModelVersion.objects.filter(model=model, status=VersionStatus.CANDIDATE)
+    if champion is not None:
+        candidates = candidates.filter(version__gt=champion.version)
+    return candidates.select_related("parent").order_by("-version").first()
+
+
+def job_that_made(*, version: ModelVersion) -> RetrainJob | None:
+    """The retrain job whose result the version is (its lineage and gate); None for an upload."""
+    jobs = RetrainJob.objects.filter(result_version=version).select_related("champion", "alert", "decided_by")
+    return jobs.order_by("-created_at").first()

@@ -60,8 +60,8 @@ def window_label(spec: Any) -> str:
 
 @register.filter
 def metrics_text(metrics: Any) -> str:
-    """A version's metrics dict as "accuracy 0.912 · f1_macro 0.884", never a Python dict."""
+    """A version's metrics dict as "accuracy 0.912 · f1_macro 0.884 · n 240", never a Python dict."""
     if not isinstance(metrics, dict) or not metrics:
         return "—"
-    parts = [f"{k} {num(v)}" for k, v in metrics.items() if _finite(v)]
+    parts = [f"{k} {v if isinstance(v, int) else num(v)}" for k, v in metrics.items() if _finite(v)]
     return " · ".join(parts) or "—"

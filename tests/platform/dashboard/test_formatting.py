@@ -6,6 +6,7 @@ from typing import Any
 
 from django.test import Client
 
+from dashboard.templatetags.dashboard_extras import metrics_text
 from registry.models import ModelVersion
 from registry.services import model_register
 
@@ -55,3 +56,9 @@ def test_version_metrics_are_text_not_a_python_dict(staff: Client, story: dict[s
 def test_home_footnote_appears_only_beside_its_asterisk(staff: Client, story: dict[str, Any]) -> None:
     page = staff.get("/").content.decode()
     assert "</b>*" not in page and "the latest window has no labels yet" not in page
+
+
+def test_version_metric_counts_read_as_whole_numbers() -> None:
+    assert (
+        metrics_text({"accuracy": 0.8667, "holdout_samples": 240}) == "accuracy 0.867 · holdout_samples 240"
+    )
