@@ -12,8 +12,12 @@ $(STAMP): requirements.txt
 	$(PY) -m pip install --quiet -r requirements.txt
 	touch $(STAMP)
 
+# make runs this recipe without a shell, and on SIGINT waits for it without forwarding the signal:
+# run_platform watches for that (demo/supervisor.py ParentWatch) and stops everything. RUN_ARGS:
+# e.g. `make run RUN_ARGS="--no-demo --port 8080"`.
+RUN_ARGS ?=
 run: $(STAMP)
-	$(PY) manage.py run_platform
+	$(PY) manage.py run_platform $(RUN_ARGS)
 
 test: $(STAMP)
 	$(PY) -m pytest
