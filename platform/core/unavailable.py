@@ -7,6 +7,8 @@ cause is logged for the operator, while the client learns only which service is 
 import logging
 from collections.abc import Callable
 
+import kombu.exceptions
+import redis.exceptions
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
@@ -17,9 +19,6 @@ RETRY_AFTER_SECONDS = 5
 
 def broker_errors() -> tuple[type[BaseException], ...]:
     """What kombu and redis-py raise when the broker cannot be reached."""
-    import kombu.exceptions
-    import redis.exceptions
-
     return (
         kombu.exceptions.OperationalError,
         redis.exceptions.ConnectionError,

@@ -38,6 +38,7 @@ from registry.selectors import active_reference_get, model_get, versions_list
 from retraining import promotion as retrain_promotion
 from retraining import requests as retrain_requests
 from retraining import selectors as retrain_selectors
+from retraining.inventory import fleet_overview
 from retraining.models import Trigger
 
 logger = logging.getLogger(__name__)
@@ -60,8 +61,6 @@ def staff_required(view: ViewFunc) -> ViewFunc:
 
 @login_required
 def gpu_page(request: HttpRequest) -> HttpResponse:
-    from retraining.inventory import fleet_overview
-
     return render(request, "dashboard/gpu.html", fleet_overview())
 
 

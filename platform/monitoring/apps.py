@@ -5,6 +5,7 @@ from django.db.models.signals import post_migrate
 
 
 def _ensure_beat(sender: AppConfig, **kwargs: Any) -> None:
+    # Here, at migrate time: scheduling imports models, which cannot load while apps are set up.
     from monitoring.scheduling import beat_schedule_ensure
 
     beat_schedule_ensure()

@@ -5,8 +5,8 @@ from datetime import UTC, datetime, timedelta
 
 from django.db.models import Q
 from django.utils import timezone
-from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
+from core.beat import BeatTasks, beat_rows_ensure
 from core.enqueue import enqueue
 from monitoring.checks import MAX_ATTEMPTS, stale_after
 from monitoring.models import CheckState, MonitoringPolicy, QualityCheck
@@ -17,7 +17,7 @@ from workers import queues
 
 logger = logging.getLogger(__name__)
 
-BEAT_TASKS = {
+BEAT_TASKS: BeatTasks = {
     # name of the beat row: (task name, period in seconds)
     "driftwatch: dispatch due checks": (queues.CHECKS_RUN_DUE, 60),
     "driftwatch: reap stuck checks": (queues.CHECKS_REAP_STUCK, 300),
@@ -84,8 +84,4 @@ def checks_reap_stuck(*, now: datetime | None = None) -> int:
 
 def beat_schedule_ensure() -> None:
     """Create (or repair) the beat rows; editable in the admin afterwards, never duplicated."""
-    for name, (task, seconds) in BEAT_TASKS.items():
-        every, _ = IntervalSchedule.objects.get_or_create(every=seconds, period=IntervalSchedule.SECONDS)
-        PeriodicTask.objects.get_or_create(
-            name=name, defaults={"task": task, "interval": every, "expire_seconds": seconds}
-        )
+    beat_rows_ensure(BEAT_TASKS)

@@ -83,7 +83,7 @@ def _insert_samples_postgres(
     model_id: int, records: list[tuple[int | None, CleanSample]], now: datetime
 ) -> int:
     """One statement with array parameters; ON CONFLICT makes concurrent retries safe."""
-    import psycopg  # the PostgreSQL driver; only on this code path
+    import psycopg  # PostgreSQL only: the SQLite default never loads the driver
 
     params = (
         model_id,

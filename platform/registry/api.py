@@ -31,6 +31,8 @@ from registry.serializers import (
     VersionIn,
     VersionOut,
 )
+from workers.training.artifacts import ArtifactError, bundle_from_bytes
+from workers.training.recipes import RecipeError, load_factory, recipe_from_dict
 
 
 class ModelListView(ScopedAPIView):
@@ -178,9 +180,6 @@ def _version_fields(request: Request) -> dict[str, Any]:
 def _check_recipe(model: RegisteredModel, fields: dict[str, Any]) -> None:
     """A version naming a recipe must be rebuildable: the recipe validates, its factory imports,
     and the artifact's weights load into the factory's module (weights-only, never unpickled)."""
-    from workers.training.artifacts import ArtifactError, bundle_from_bytes
-    from workers.training.recipes import RecipeError, load_factory, recipe_from_dict
-
     config = fields.get("config") or {}
     if "recipe" not in config:
         return

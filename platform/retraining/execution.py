@@ -6,64 +6,37 @@ job already taken does nothing. Training data = labelled samples of the policy's
 most recent labelled slice. The engine (``workers.training``) does the torch work.
 """
 
-import io
 import logging
 import time
 import traceback
-from dataclasses import dataclass
-from datetime import datetime, timedelta
 from typing import Any
 
 import pandas as pd
 from django.conf import settings
 from django.core.files.base import ContentFile
 from django.db import transaction
-from django.db.models import F, Value
-from django.db.models.functions import Concat
+from django.db.models import F
 from django.utils import timezone
 
-from monitoring.models import CheckState, QualityCheck
-from monitoring.window import window_load
-from registry.models import ModelVersion, ReferenceDataset, RegisteredModel
+from registry.models import ModelVersion
 from registry.reference import LABEL, PREDICTION, PROBA_PREFIX, frame_to_parquet
 from registry.services import version_create
+from retraining.inputs import TrainingData, champion_predictor, job_recipe, training_data
+from retraining.joblog import job_log
 from retraining.models import JobState, RetrainJob, RetrainPolicy
 from retraining.placement import placed_plan, placement_cap, placement_guard
-from retraining.requests import retrain_policy_for
+from retraining.promotion import job_decide
+from retraining.selectors import retrain_policy_for
 from workers.training import engine
 from workers.training.artifacts import Predictor, bundle_to_bytes
-from workers.training.data import Split, time_ordered_split
+from workers.training.data import Split
 from workers.training.gate import GateResult, gate
-from workers.training.recipes import Recipe, builtin_recipe, recipe_from_dict
+from workers.training.measure import available_memory_bytes
+from workers.training.recipes import Recipe
 
 logger = logging.getLogger(__name__)
 
 OOM_REPLAN_FACTOR = 0.5  # a retry after an OOM plans against half the failed plan's estimate
-
-
-class DataError(Exception):
-    """Not enough usable labelled data: the job fails and is not retried."""
-
-
-@dataclass
-class TrainingData:
-    split: Split
-    start: datetime
-    end: datetime
-    logged_predictions: list[Any]  # what the serving champion predicted for the holdout rows
-
-
-def job_log(job_id: int, message: str) -> None:
-    """Append a timestamped line to the job's log (one UPDATE, no read-modify-write race), and
-    log it with the job and model ids: every step of a job (planned, placed, running, OOM re-plan,
-    trained, succeeded/failed, gate decision, promoted/rolled back, reaper) goes through here."""
-    line = f"{timezone.now():%Y-%m-%d %H:%M:%S} {message}\n"
-    RetrainJob.objects.filter(pk=job_id).update(log=Concat(F("log"), Value(line)))
-    if logger.isEnabledFor(logging.INFO):
-        model_id = RetrainJob.objects.filter(pk=job_id).values_list("model_id", flat=True).first()
-        logger.info(
-            "retrain job=%s model=%s: %s", job_id, model_id, message.splitlines()[0] if message else ""
-        )
 
 
 def _move(job: RetrainJob, old: str, new: str, **fields: Any) -> bool:
@@ -113,8 +86,8 @@ def _finish(job: RetrainJob, state: str, error: str = "") -> None:
 def _run(job: RetrainJob) -> None:
     policy = retrain_policy_for(job.model)
     data = training_data(job.model, policy, now=timezone.now())
-    champion = _champion_predictor(job.champion)
-    recipe = _recipe(job.model, job.champion, champion)
+    champion = champion_predictor(job.champion)
+    recipe = job_recipe(job.model, job.champion, champion)
     schema = engine.make_schema(job.model.task, job.model.feature_types, list(job.model.classes))
     RetrainJob.objects.filter(pk=job.pk).update(
         data_start=data.start,
@@ -131,8 +104,6 @@ def _run(job: RetrainJob) -> None:
     if not _move(job, JobState.RUNNING, JobState.EVALUATING):
         raise engine.TrainingCancelled("the job left 'running' (cancelled or reaped)")
     version, verdict = _evaluate(job, policy, data, result, champion)
-    from retraining.promotion import job_decide
-
     # One transaction: nobody sees "succeeded" without its decision (promoted, waiting, rejected).
     with transaction.atomic():
         RetrainJob.objects.filter(pk=job.pk, state=JobState.EVALUATING).update(
@@ -149,72 +120,6 @@ def _run(job: RetrainJob) -> None:
         job_decide(job=RetrainJob.objects.get(pk=job.pk), policy=policy, verdict=verdict)
 
 
-def training_data(model: RegisteredModel, policy: RetrainPolicy, *, now: datetime) -> TrainingData:
-    start = now - timedelta(hours=policy.training_window_hours)
-    frame = window_load(model=model, start=start, end=now).frame
-    frame = frame[frame[LABEL].notna()]
-    frame = _drop_unusable_windows(model, frame, start)
-    frame = frame.sort_values("timestamp", kind="stable").tail(policy.max_training_samples)
-    if policy.include_reference:
-        frame = pd.concat([_reference_rows(model, frame), frame], ignore_index=True)
-    if len(frame) < policy.min_training_samples:
-        raise DataError(
-            f"{len(frame)} usable labelled samples; the policy needs {policy.min_training_samples}"
-        )
-    frame = frame.reset_index(drop=True)
-    split = time_ordered_split(
-        frame, frame[LABEL].tolist(), time_column="timestamp", holdout_fraction=policy.holdout_fraction
-    )
-    return TrainingData(
-        split=split,
-        start=frame["timestamp"].min().to_pydatetime(),
-        end=frame["timestamp"].max().to_pydatetime(),
-        logged_predictions=split.holdout[PREDICTION].tolist(),
-    )
-
-
-def _drop_unusable_windows(model: RegisteredModel, frame: pd.DataFrame, start: datetime) -> pd.DataFrame:
-    """Rows inside a window whose check said ``usable_for_training: false`` (a broken feed)."""
-    checks = QualityCheck.objects.filter(model=model, state=CheckState.DONE, window_end__gt=start)
-    keep = pd.Series(True, index=frame.index)
-    for check in checks.only("window_start", "window_end", "decisions"):
-        if (check.decisions or {}).get("usable_for_training", True) is False:
-            inside = (frame["timestamp"] >= check.window_start) & (frame["timestamp"] < check.window_end)
-            keep &= ~inside
-    return frame[keep]
-
-
-def _reference_rows(model: RegisteredModel, frame: pd.DataFrame) -> pd.DataFrame:
-    reference = ReferenceDataset.objects.filter(model=model, is_active=True).first()
-    if reference is None:
-        return frame.iloc[:0]
-    with reference.file.open("rb") as handle:
-        rows = pd.read_parquet(handle)
-    # Older than every logged sample: the reference never reaches the (newest) holdout.
-    oldest = frame["timestamp"].min() if len(frame) else pd.Timestamp.now(tz="UTC")
-    rows["timestamp"] = oldest - pd.Timedelta(seconds=1)
-    return rows
-
-
-def _champion_predictor(champion: ModelVersion | None) -> Predictor | None:
-    if champion is None or not champion.artifact:
-        return None
-    try:
-        with champion.artifact.open("rb") as handle:
-            return Predictor.from_bytes(handle.read(), recipe=champion.config.get("recipe"))
-    except Exception:  # an opaque upload: the gate falls back to the champion's logged predictions
-        logger.warning("champion v%s does not load as a recipe model", champion.version, exc_info=True)
-        return None
-
-
-def _recipe(model: RegisteredModel, champion: ModelVersion | None, loaded: Predictor | None) -> Recipe:
-    if loaded is not None:
-        return loaded.bundle.recipe
-    if champion is not None and champion.config.get("recipe"):
-        return recipe_from_dict(champion.config["recipe"], task=model.task)
-    return builtin_recipe(model.task)
-
-
 def _device() -> str:
     import torch  # lazy: the worker process imports torch only when it trains
 
@@ -222,7 +127,6 @@ def _device() -> str:
 
 
 def _budget(device: str) -> int:
-    from workers.training.measure import available_memory_bytes
 
     configured = getattr(settings, "DRIFTWATCH_RETRAIN_BUDGET_BYTES", None)
     return int(configured) if configured else available_memory_bytes(device)
@@ -370,8 +274,3 @@ def _save_holdout(
         "holdout.parquet", ContentFile(frame_to_parquet(frame.reset_index(drop=True))), save=False
     )
     RetrainJob.objects.filter(pk=job.pk).update(holdout=job.holdout.name)
-
-
-def holdout_frame(job: RetrainJob) -> pd.DataFrame:
-    with job.holdout.open("rb") as handle:
-        return pd.read_parquet(io.BytesIO(handle.read()))

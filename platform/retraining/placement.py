@@ -23,15 +23,21 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.enqueue import enqueue
+from retraining.inputs import champion_predictor, job_recipe, training_data
 from retraining.inventory import (
     device_is_live,
+    devices_live,
     reserved_bytes,
     running_reserved_bytes,
 )
+from retraining.joblog import job_log
 from retraining.models import ACTIVE_STATES, GpuDevice, GpuPlacement, JobState, RetrainJob
+from retraining.selectors import retrain_policy_for
 from workers import queues
 from workers.placement import DeviceState, JobRequest, place_round
 from workers.placement.devices import CUDA_CONTEXT_BYTES
+from workers.placement.isolation import SimulatedDeviceGuard, SimulatedOutOfMemory, allocator_budget
+from workers.training import engine
 
 logger = logging.getLogger(__name__)
 
@@ -47,8 +53,6 @@ def _max_skips() -> int:
 # -- requests ------------------------------------------------------------------------------------
 def placement_request(job: RetrainJob) -> None:
     """(Re)queue ``job`` for placement: any previous reservation is dropped, a round runs after commit."""
-    from retraining.inventory import devices_live
-
     placement, _ = GpuPlacement.objects.get_or_create(job=job)
     GpuPlacement.objects.filter(job=job).update(
         device=None, on_cpu=False, reserved_bytes=0, placed_at=None, released_at=None
@@ -93,7 +97,7 @@ def _unplace_from_stale(stale: list[GpuDevice]) -> None:
     """Jobs sent to a device that went silent before a worker took them: place them again."""
     moved = GpuPlacement.objects.filter(job__state=JobState.QUEUED, device__in=stale)
     for placement in moved.select_related("device"):
-        _log(placement.job_id, f"{placement.device} went stale before the job started; re-placing")
+        job_log(placement.job_id, f"{placement.device} went stale before the job started; re-placing")
     moved.update(device=None, reserved_bytes=0, placed_at=None)
 
 
@@ -122,7 +126,7 @@ def _place(waiting: list[GpuPlacement], live: list[GpuDevice], now: datetime) ->
             wait_reason="", wait_detail="", token=placement.token + 1, released_at=None,
         )  # fmt: skip
         enqueue(queues.RETRAIN_RUN, args=[placement.job_id, placement.token + 1], queue=device.queue)
-        _log(
+        job_log(
             placement.job_id, f"placed on {device} ({device.queue}), reserving {fit.reservation_bytes} bytes"
         )
     for key, reason in result.waiting.items():
@@ -138,21 +142,13 @@ def _to_cpu(waiting: list[GpuPlacement], now: datetime) -> int:
             on_cpu=True, placed_at=now, token=placement.token + 1, wait_reason="", wait_detail=""
         )
         enqueue(queues.RETRAIN_RUN, args=[placement.job_id, placement.token + 1])
-        _log(placement.job_id, "no live GPU: sent to a CPU training worker (sized against its RAM)")
+        job_log(placement.job_id, "no live GPU: sent to a CPU training worker (sized against its RAM)")
     return len(waiting)
-
-
-def _log(job_id: int, message: str) -> None:
-    from retraining.execution import job_log
-
-    job_log(job_id, message)
 
 
 # -- sizing ----------------------------------------------------------------------------------------
 def _size_unsized(now: datetime) -> None:
     """Estimate each waiting job once: its plan for the largest live device (CUDA semantics)."""
-    from retraining.inventory import devices_live
-
     largest = max((d.total_bytes for d in devices_live(now=now)), default=0)
     if not largest:
         return  # no GPU: the CPU worker plans against its RAM
@@ -171,22 +167,18 @@ def _size_unsized(now: datetime) -> None:
 
 def job_size(job: RetrainJob, *, budget_bytes: int) -> tuple[int, dict[str, Any]]:
     """The job's reservation (estimate / (1 - margin), CUDA context included) and its plan."""
-    from retraining.execution import _champion_predictor, _recipe, training_data
-    from retraining.requests import retrain_policy_for
-    from workers.training import engine
-
     data = training_data(job.model, retrain_policy_for(job.model), now=timezone.now())
-    recipe = _recipe(job.model, job.champion, _champion_predictor(job.champion))
+    recipe = job_recipe(job.model, job.champion, champion_predictor(job.champion))
     schema = engine.make_schema(job.model.task, job.model.feature_types, list(job.model.classes))
     prepared = engine.prepare(recipe, schema, data.split.train, data.split.train_labels)
     margin = _margin()
     try:
         plan = engine.plan_training(recipe, prepared, budget_bytes=budget_bytes, device="cuda", margin=margin)
     except engine.PlanDoesNotFit as exc:
-        _log(job.pk, f"does not fit the largest live GPU ({budget_bytes} bytes): {exc}")
+        job_log(job.pk, f"does not fit the largest live GPU ({budget_bytes} bytes): {exc}")
         return budget_bytes + 1, {}
     need = math.ceil((plan.estimated_bytes or CUDA_CONTEXT_BYTES) / (1.0 - margin))
-    _log(
+    job_log(
         job.pk, f"sized: batch {plan.batch_size}, estimated {plan.estimated_bytes} bytes, reservation {need}"
     )
     return need, plan.to_dict()
@@ -196,7 +188,7 @@ def _fail(job: RetrainJob, error: str) -> None:
     if RetrainJob.objects.filter(pk=job.pk, state=JobState.QUEUED).update(
         state=JobState.FAILED, error=error[:5000], finished_at=timezone.now()
     ):
-        _log(job.pk, f"→ failed while sizing: {error}")
+        job_log(job.pk, f"→ failed while sizing: {error}")
 
 
 # -- worker side -----------------------------------------------------------------------------------
@@ -211,9 +203,6 @@ def _device_placement(job_id: int) -> GpuPlacement | None:
 
 def placed_plan(job_id: int) -> Any:
     """The plan the job was placed with (an ``engine.TrainingPlan``), or None (CPU: plan locally)."""
-    from retraining.models import RetrainJob as Job
-    from workers.training import engine
-
     placement = _device_placement(job_id)
     if placement is None or not placement.plan:
         return None
@@ -221,15 +210,15 @@ def placed_plan(job_id: int) -> Any:
     # A simulated device's job trains on the CPU; a real one on the worker's (pinned) GPU.
     fields["device"] = "cpu" if placement.device is not None and placement.device.simulated else "cuda"
     plan = engine.TrainingPlan(**fields)
-    Job.objects.filter(pk=job_id).update(plan=plan.to_dict(), estimated_peak_bytes=plan.estimated_bytes)
-    _log(job_id, f"plan from placement on {placement.device}: batch {plan.batch_size} on {plan.device}")
+    RetrainJob.objects.filter(pk=job_id).update(
+        plan=plan.to_dict(), estimated_peak_bytes=plan.estimated_bytes
+    )
+    job_log(job_id, f"plan from placement on {placement.device}: batch {plan.batch_size} on {plan.device}")
     return plan
 
 
 def placement_cap(job_id: int) -> int | None:
     """The allocator's share of the reservation, for the engine's ``memory_cap_bytes``."""
-    from workers.placement.isolation import allocator_budget
-
     placement = _device_placement(job_id)
     return allocator_budget(placement.reserved_bytes) if placement is not None else None
 
@@ -246,9 +235,6 @@ def placement_guard(job_id: int, prepared: Any, plan: Any) -> Iterator[None]:
         yield
         _record_measured(placement, _cuda_measured())
         return
-    from workers.placement.isolation import SimulatedDeviceGuard, SimulatedOutOfMemory, allocator_budget
-    from workers.training import engine
-
     guard = SimulatedDeviceGuard(allocator_budget(placement.reserved_bytes))
     try:
         guard.register_module(prepared.module)  # what a real job first moves to the device

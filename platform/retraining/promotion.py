@@ -20,7 +20,8 @@ from core.errors import Conflict
 from registry.models import ModelVersion, ReferenceDataset, VersionStatus
 from registry.reference import frame_to_parquet
 from registry.services import version_promote
-from retraining.execution import holdout_frame, job_log
+from retraining.inputs import holdout_frame
+from retraining.joblog import job_log
 from retraining.models import Decision, JobState, Promotion, RetrainJob, RetrainPolicy
 from retraining.webhooks import webhook_fire
 from workers.training.gate import GateResult

@@ -13,7 +13,9 @@ from core.errors import Conflict
 from monitoring.models import Alert, AlertKind, AlertState, QualityCheck
 from monitoring.selectors import policy_for
 from registry.models import ModelVersion, RegisteredModel, VersionStatus
-from retraining.models import ACTIVE_STATES, Decision, JobState, RetrainJob, RetrainPolicy, Trigger
+from retraining.models import ACTIVE_STATES, Decision, JobState, RetrainJob, Trigger
+from retraining.placement import placement_request
+from retraining.selectors import retrain_policy_for
 
 logger = logging.getLogger(__name__)
 
@@ -28,11 +30,6 @@ class JobAlreadyActive(Conflict):
     def __init__(self, job: RetrainJob) -> None:
         super().__init__(f"retrain job #{job.pk} of {job.model.name} is already {job.state}")
         self.job = job
-
-
-def retrain_policy_for(model: RegisteredModel) -> RetrainPolicy:
-    policy, _ = RetrainPolicy.objects.get_or_create(model=model)
-    return policy
 
 
 def active_job(model: RegisteredModel) -> RetrainJob | None:
@@ -67,9 +64,7 @@ def job_request(
 
 
 def job_enqueue(job: RetrainJob) -> None:
-    from retraining.placement import placement_request  # GPU placement routes it (issue 11)
-
-    placement_request(job)
+    placement_request(job)  # GPU placement routes it
 
 
 def job_cancel(*, job: RetrainJob) -> RetrainJob:

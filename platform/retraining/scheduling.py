@@ -7,14 +7,16 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
-from retraining.execution import job_log
+from core.beat import BeatTasks, beat_rows_ensure
+from retraining.joblog import job_log
 from retraining.models import WORKING_STATES, JobState, RetrainJob
-from retraining.requests import job_enqueue, retrain_policy_for
+from retraining.requests import job_enqueue
+from retraining.selectors import retrain_policy_for
 from workers import queues
 
 logger = logging.getLogger(__name__)
 
-BEAT_TASKS = {
+BEAT_TASKS: BeatTasks = {
     "driftwatch: retrain jobs from alerts": (queues.RETRAIN_FROM_ALERTS, 60),
     "driftwatch: reap stale retrain jobs": (queues.RETRAIN_REAP, 60),
     "driftwatch: place retrain jobs on GPUs": (queues.RETRAIN_PLACE, 15),
@@ -53,10 +55,4 @@ def jobs_reap_stale(*, now: datetime | None = None) -> int:
 
 def beat_schedule_ensure() -> None:
     """Create (or repair) the retraining beat rows; editable in the admin, never duplicated."""
-    from django_celery_beat.models import IntervalSchedule, PeriodicTask
-
-    for name, (task, seconds) in BEAT_TASKS.items():
-        every, _ = IntervalSchedule.objects.get_or_create(every=seconds, period=IntervalSchedule.SECONDS)
-        PeriodicTask.objects.get_or_create(
-            name=name, defaults={"task": task, "interval": every, "expire_seconds": seconds}
-        )
+    beat_rows_ensure(BEAT_TASKS)

@@ -6,7 +6,13 @@ from django.db.models import QuerySet
 from rest_framework.exceptions import NotFound
 
 from registry.models import ModelVersion, RegisteredModel, VersionStatus
-from retraining.models import RetrainJob
+from retraining.models import RetrainJob, RetrainPolicy
+
+
+def retrain_policy_for(model: RegisteredModel) -> RetrainPolicy:
+    """The model's retrain policy; the defaults are stored the first time it is asked for."""
+    policy, _ = RetrainPolicy.objects.get_or_create(model=model)
+    return policy
 
 
 def job_get(*, job_id: int) -> RetrainJob:

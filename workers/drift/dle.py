@@ -45,7 +45,7 @@ def _encode(frame: pd.DataFrame, columns: list[str], categories: dict[str, list[
 
 
 def _regressor() -> Any:
-    # Imported here: scikit-learn is only needed on the worker path that fits it.
+    # Imported here: scikit-learn (~1 s) is only needed on the worker path that fits it.
     from sklearn.ensemble import HistGradientBoostingRegressor
 
     return HistGradientBoostingRegressor(

@@ -8,6 +8,8 @@ engine should not pay for, and it keeps ``import workers.drift`` cheap.
 from __future__ import annotations
 
 import datetime as dt
+import json
+import uuid
 import warnings
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +26,7 @@ _DRIFTED_COUNT = "evidently:metric_v2:DriftedColumnsCount"
 def _datasets(
     reference_df: pd.DataFrame, current_df: pd.DataFrame, columns: dict[str, ColumnType]
 ) -> tuple[Any, Any]:
-    from evidently import DataDefinition, Dataset
+    from evidently import DataDefinition, Dataset  # lazy: see the module docstring
 
     # Explicit definition: evidently never guesses a column's type from its dtype.
     definition = DataDefinition(
@@ -43,6 +45,7 @@ def _run_preset(
     columns: dict[str, ColumnType],
     timestamp: dt.datetime | None,
 ) -> Any:
+    # lazy: see the module docstring
     from evidently import Report
     from evidently.presets import DataDriftPreset
 
@@ -298,9 +301,7 @@ _SCRIPT_SAFE = str.maketrans(
 
 def script_safe_json(value: Any) -> str:
     """JSON text that is safe to place inside an HTML <script> element."""
-    import json
-
-    from evidently.legacy.utils import NumpyEncoder
+    from evidently.legacy.utils import NumpyEncoder  # lazy: see the module docstring
 
     return json.dumps(value, cls=NumpyEncoder).translate(_SCRIPT_SAFE)
 
@@ -308,8 +309,7 @@ def script_safe_json(value: Any) -> str:
 def _script_safe_html(widgets: list[Any]) -> str:
     """evidently's stand-alone report (``Snapshot.get_html_str``) of these widgets, its data
     embedded escaped."""
-    import uuid
-
+    # lazy: see the module docstring
     from evidently.legacy.model.dashboard import DashboardInfo
     from evidently.legacy.model.widget import AdditionalGraphInfo, BaseWidgetInfo
     from evidently.legacy.renderers.base_renderer import DetailsInfo
@@ -353,6 +353,7 @@ def evidently_dataset_level_scores(
     It differs from the per-column ``ValueDrift`` metric in one way: it only drops ±inf from
     a column that also holds NaN, so ±inf reaches the statistics (NaN or inf scores).
     """
+    # lazy: see the module docstring
     from evidently.legacy.metrics import DataDriftTable
     from evidently.legacy.pipeline.column_mapping import ColumnMapping
     from evidently.legacy.report import Report as LegacyReport

@@ -16,6 +16,7 @@ from typing import Any, cast
 
 import torch
 from torch._subclasses.fake_tensor import unset_fake_temporarily
+from torch.profiler import ProfilerActivity, profile
 from torch.utils._pytree import tree_flatten
 
 _CALIBRATED = {
@@ -292,8 +293,6 @@ def _calibrate(op: str, signature: tuple[Any, ...], threads: int) -> tuple[int, 
 
 
 def _profiled(call: Callable[[], Any]) -> tuple[Any, int]:
-    from torch.profiler import ProfilerActivity, profile
-
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         out = call()
     events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]

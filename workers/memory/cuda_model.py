@@ -40,7 +40,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 import torch.utils.checkpoint as torch_checkpoint
+from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import _disable_current_modes
 from torch.utils._pytree import tree_flatten, tree_map_only
 
 from workers.memory import blas_workspace, cuda_attention
@@ -224,9 +226,6 @@ class _CudaAutocast(TorchFunctionMode):
 
 
 def _probe(func: Any, args: Any, kwargs: Any, dtype: torch.dtype) -> torch.dtype | None:
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.utils._python_dispatch import _disable_current_modes
-
     floating = [
         t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor) and t.is_floating_point()
     ]

@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils._pytree import tree_flatten
 
 from workers.memory import cuda_model, recurrent
 from workers.memory.checkpointing import apply_activation_checkpointing
@@ -125,8 +126,6 @@ def estimate_training_memory(
 
 
 def batch_size_of(batch: Batch) -> int | None:
-    from torch.utils._pytree import tree_flatten
-
     for leaf in tree_flatten(batch)[0]:
         if isinstance(leaf, torch.Tensor) and leaf.dim() > 0:
             return int(leaf.shape[0])

@@ -14,7 +14,9 @@ derived from the free memory the device last reported.
 from __future__ import annotations
 
 import math
+import os
 import re
+import socket
 from dataclasses import dataclass, replace
 
 MIB = 1024**2
@@ -67,9 +69,6 @@ def parse_simulated_gpus(spec: str | None) -> list[SimulatedGpu]:
 
 def gpu_host() -> str:
     """The host part of this machine's device queues: ``DRIFTWATCH_GPU_HOST`` or the hostname."""
-    import os
-    import socket
-
     return os.environ.get("DRIFTWATCH_GPU_HOST") or socket.gethostname()
 
 

@@ -22,7 +22,7 @@ from workers.memory.allocator import CachingAllocatorSimulator, SimulatedOutOfMe
 from workers.placement.devices import CUDA_CONTEXT_BYTES
 
 if TYPE_CHECKING:
-    import torch
+    import torch  # lazy: only GPU workers pay for it here
 
 __all__ = ["SimulatedDeviceGuard", "SimulatedOutOfMemory", "allocator_budget", "cap_process_memory"]
 
@@ -51,7 +51,7 @@ def cap_process_memory(
 
 
 def _dispatch_mode_base() -> type:
-    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._python_dispatch import TorchDispatchMode  # lazy: imports torch
 
     return TorchDispatchMode
 
@@ -129,7 +129,7 @@ class SimulatedDeviceGuard:
 
         class _Mode(_dispatch_mode_base()):  # type: ignore[misc]
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-                from torch.utils._pytree import tree_flatten
+                from torch.utils._pytree import tree_flatten  # lazy: imports torch
 
                 out = func(*args, **(kwargs or {}))
                 for leaf in tree_flatten(out)[0]:

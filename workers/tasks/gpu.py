@@ -58,7 +58,7 @@ def _has_nvml() -> bool:
 
 
 def _nvml_devices() -> list[DeviceReport]:
-    import pynvml
+    import pynvml  # optional (nvidia-ml-py): only GPU nodes have it
 
     pynvml.nvmlInit()
     reports = []

@@ -3,6 +3,7 @@
 import platform
 import sysconfig
 
+from core import enqueue
 from workers import queues
 from workers.celery_app import app
 
@@ -20,6 +21,4 @@ def platform_info() -> dict[str, str]:
 @app.task(name=queues.OUTBOX_FLUSH)
 def outbox_flush() -> int:
     """Re-send the messages the broker refused while it was down (core.enqueue)."""
-    from core.enqueue import outbox_flush as flush
-
-    return flush()
+    return enqueue.outbox_flush()

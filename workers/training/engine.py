@@ -182,7 +182,7 @@ def plan_training(
 
 
 def _optimizer(recipe: Recipe, params: list[Any]) -> Any:
-    import torch
+    import torch  # lazy: see the package docstring
 
     kinds = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}
     return kinds[recipe.optimizer](params, lr=recipe.learning_rate)
@@ -217,7 +217,7 @@ def train(
     (they are time-ordered) is the early-stopping slice. Deterministic for a recipe's seed."""
     import torch  # lazy: see the package docstring
 
-    from workers.memory.checkpointing import apply_activation_checkpointing
+    from workers.memory.checkpointing import apply_activation_checkpointing  # lazy: imports torch
 
     torch.manual_seed(recipe.seed)
     np.random.seed(recipe.seed)
@@ -276,7 +276,7 @@ def _plain_state(net: Any) -> dict[str, Any]:
 def _cap_cuda(plan: TrainingPlan, cap: int | None) -> None:
     if cap is None or not plan.device.startswith("cuda"):
         return
-    import torch
+    import torch  # lazy: see the package docstring
 
     total = torch.cuda.get_device_properties(0).total_memory
     torch.cuda.set_per_process_memory_fraction(min(1.0, cap / total))
@@ -314,7 +314,7 @@ def _epochs(run: _Run, x_val: Any, y_val: Any) -> tuple[list[dict[str, Any]], in
 
 
 def _one_epoch(run: _Run, epoch: int) -> float:
-    import torch
+    import torch  # lazy: see the package docstring
 
     plan = run.plan
     order = torch.randperm(len(run.x), generator=run.generator).to(run.x.device)
@@ -336,7 +336,7 @@ def _micro_batches(run: _Run, index: Any) -> Iterator[tuple[Any, Any]]:
 
 
 def _step(run: _Run, index: Any) -> float:
-    from workers.memory.loop import train_step
+    from workers.memory.loop import train_step  # lazy: imports torch
 
     plan = run.plan
     device_type = run.x.device.type
@@ -362,7 +362,7 @@ def _optimizer_state(run: _Run) -> list[Any]:
 
 
 def torch_oom() -> type[BaseException]:
-    import torch
+    import torch  # lazy: see the package docstring
 
     return torch.OutOfMemoryError
 
@@ -372,7 +372,7 @@ def _amp(plan: TrainingPlan) -> str | None:
 
 
 def _validate(run: _Run, x_val: Any, y_val: Any) -> float | None:
-    import torch
+    import torch  # lazy: see the package docstring
 
     if len(x_val) == 0:
         return None

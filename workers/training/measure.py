@@ -101,7 +101,7 @@ def _nvml_joules() -> float | None:
 
 def live_bytes(tensors: list[Any]) -> int:
     """Bytes of the distinct storages behind these tensors."""
-    import torch
+    import torch  # lazy: see the package docstring
 
     storages = {
         id(t.untyped_storage()): t.untyped_storage().nbytes() for t in tensors if isinstance(t, torch.Tensor)

@@ -137,7 +137,7 @@ class TabularClassifier:
     net: Any
 
     def predict_proba(self, frame: pd.DataFrame) -> np.ndarray:
-        import torch
+        import torch  # lazy: see the package docstring
 
         self.net.eval()
         with torch.no_grad():
@@ -148,7 +148,7 @@ class TabularClassifier:
         return [self.classes[i] for i in self.predict_proba(frame).argmax(axis=1)]
 
     def to_bytes(self) -> bytes:
-        import torch
+        import torch  # lazy: see the package docstring
 
         buffer = io.BytesIO()
         torch.save(
@@ -164,7 +164,7 @@ class TabularClassifier:
 
     @classmethod
     def from_bytes(cls, raw: bytes) -> "TabularClassifier":
-        import torch
+        import torch  # lazy: see the package docstring
 
         data = torch.load(io.BytesIO(raw), weights_only=True)
         encoder = Encoder.from_dict(data["encoder"])
@@ -186,7 +186,7 @@ def train_tabular_classifier(
     seed: int = 0,
 ) -> TabularClassifier:
     """Adam on cross-entropy; deterministic for a given seed."""
-    import torch
+    import torch  # lazy: see the package docstring
 
     torch.manual_seed(seed)
     encoder = Encoder.fit(frame, feature_types)

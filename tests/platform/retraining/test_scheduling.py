@@ -63,5 +63,5 @@ def test_the_reaper_logs_the_job_and_model_it_requeued(caplog: pytest.LogCapture
     job = _stale_job(attempts=1)
     with caplog.at_level(logging.INFO, logger="retraining"):
         jobs_reap_stale()
-    lines = [r.getMessage() for r in caplog.records if r.name == "retraining.execution"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "retraining.joblog"]
     assert any(f"job={job.pk} model={job.model_id}:" in m and "re-queued" in m for m in lines), lines
