@@ -3,7 +3,9 @@ navigation sidebar fits a 1440 px screen: short times, human sizes, clipped text
 of it in a tooltip."""
 
 from datetime import datetime
+from typing import Any
 
+from django.contrib import admin
 from django.template.defaultfilters import filesizeformat
 from django.utils import timezone
 from django.utils.html import format_html
@@ -37,3 +39,9 @@ def duration(seconds: float | None) -> str:
         return f"{seconds:.1f} s"
     minutes = seconds / 60
     return f"{minutes:.0f} min" if minutes < 120 else f"{minutes / 60:.1f} h"
+
+
+@admin.display(description="model", ordering="model__name")
+def model_name(row: Any) -> str:
+    """The column of a row that belongs to a registered model (a check, an alert, a job, ...)."""
+    return clipped(row.model.name, 32)

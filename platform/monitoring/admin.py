@@ -6,7 +6,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
-from core.admin_columns import EMPTY, clipped, short_time
+from core.admin_columns import EMPTY, clipped, model_name, short_time
 from core.audit import audit_record
 from monitoring.alerts import alert_acknowledge, alert_resolve
 from monitoring.checks import quality_check_run
@@ -95,15 +95,11 @@ class MonitoringPolicyAdmin(admin.ModelAdmin):
 @admin.register(QualityCheck)
 class QualityCheckAdmin(admin.ModelAdmin):
     # Fits 1440 px beside the filter and the navigation sidebar (tests/platform/dashboard/browser).
-    list_display = ("model_name", "ends", "state", "samples", "accuracy", "dataset_drift")
+    list_display = (model_name, "ends", "state", "samples", "accuracy", "dataset_drift")
     list_select_related = ("model",)
     list_filter = ("state", "report_state", "model")
     readonly_fields = [f.name for f in QualityCheck._meta.fields]
     actions = ["request_report"]
-
-    @admin.display(description="model", ordering="model__name")
-    def model_name(self, obj: QualityCheck) -> str:
-        return clipped(obj.model.name, 32)
 
     @admin.display(description="window end", ordering="window_end")
     def ends(self, obj: QualityCheck) -> str:
@@ -136,15 +132,11 @@ class QualityCheckAdmin(admin.ModelAdmin):
 
 @admin.register(Alert)
 class AlertAdmin(admin.ModelAdmin):
-    list_display = ("model_name", "kind", "severity", "state", "short_message", "opened")
+    list_display = (model_name, "kind", "severity", "state", "short_message", "opened")
     list_select_related = ("model",)
     list_filter = ("state", "kind", "severity", "model")
     readonly_fields = ("opened_by", "last_check", "details", "opened_at", "acknowledged_at", "resolved_at")
     actions = ["acknowledge", "resolve"]
-
-    @admin.display(description="model", ordering="model__name")
-    def model_name(self, obj: Alert) -> str:
-        return clipped(obj.model.name, 32)
 
     @admin.display(description="message")
     def short_message(self, obj: Alert) -> str:

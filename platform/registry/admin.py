@@ -2,7 +2,7 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from core.admin_columns import clipped, short_time
+from core.admin_columns import clipped, model_name, short_time
 from registry.models import ModelVersion, ReferenceDataset, RegisteredModel
 from registry.services import version_promote
 
@@ -31,15 +31,11 @@ class RegisteredModelAdmin(admin.ModelAdmin):
 @admin.register(ModelVersion)
 class ModelVersionAdmin(admin.ModelAdmin):
     # Fits 1440 px beside the filter and the navigation sidebar (tests/platform/dashboard/browser).
-    list_display = ("model_name", "version", "status", "short_source", "created", "promoted")
+    list_display = (model_name, "version", "status", "short_source", "created", "promoted")
     list_select_related = ("model",)
     list_filter = ("status", "model")
     readonly_fields = ("artifact_sha256", "created_at", "promoted_at")
     actions = ["promote"]
-
-    @admin.display(description="model", ordering="model__name")
-    def model_name(self, obj: ModelVersion) -> str:
-        return clipped(obj.model.name, 32)
 
     @admin.display(description="source")
     def short_source(self, obj: ModelVersion) -> str:

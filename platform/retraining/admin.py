@@ -6,7 +6,7 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from core.admin_columns import EMPTY, clipped, duration, short_time, size
+from core.admin_columns import EMPTY, duration, model_name, short_time, size
 from core.errors import Conflict
 from registry.models import RegisteredModel
 from retraining import promotion, requests
@@ -59,7 +59,7 @@ class RetrainJobAdmin(admin.ModelAdmin):
     # Fits 1440 px beside the filter and the navigation sidebar (tests/platform/dashboard/browser).
     list_display = (
         "id",
-        "model_name",
+        model_name,
         "state",
         "decision",
         "trigger",
@@ -72,10 +72,6 @@ class RetrainJobAdmin(admin.ModelAdmin):
     list_filter = ("state", "decision", "trigger")
     actions = [approve, reject, rollback, cancel]
     readonly_fields = [f.name for f in RetrainJob._meta.fields]
-
-    @admin.display(description="model", ordering="model__name")
-    def model_name(self, obj: RetrainJob) -> str:
-        return clipped(obj.model.name, 32)
 
     @admin.display(description="result")
     def challenger(self, obj: RetrainJob) -> str:
