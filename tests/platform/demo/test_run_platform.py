@@ -76,7 +76,9 @@ def read_console(run: Run) -> None:
 def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     var_dir = tmp_path_factory.mktemp("var")
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "DJANGO_DEBUG")}
+    # The embedded default, as a newcomer runs it; and not a sub-make of a `make test` around us.
+    unset = ("DATABASE_URL", "REDIS_URL", "DJANGO_DEBUG", "MAKEFLAGS", "MAKELEVEL", "MFLAGS")
+    env = {k: v for k, v in os.environ.items() if k not in unset}
     env.update(DRIFTWATCH_VAR_DIR=str(var_dir), PORT=str(port))
     # -o: the venv is installed already; make must not try to reinstall it here.
     make = subprocess.Popen(
@@ -121,7 +123,7 @@ def test_console_after_the_banner_shows_status_lines_not_access_logs(run: Run) -
     assert banner_at is not None
     time.sleep(max(0.0, banner_at + 20 - time.monotonic()))
     after = run.after(banner_at)
-    assert len(after) < 10, after
+    assert len(after) < 12, after  # four status lines; the old console printed ~20 in 20 s
     assert not [line for line in after if '"GET ' in line or '"POST ' in line], after
     statuses = [line for line in after if " · checks " in line]
     assert len(statuses) >= 2, after
