@@ -96,6 +96,7 @@ class LogPump(threading.Thread):
         super().__init__(name=f"log pump: {name}", daemon=True)
         self.label, self.source, self.path, self.console = name, source, path, console
         self.filter = ConsoleFilter()
+        self.echo = True  # off while the run stops its children: what they say then is in the log
 
     def run(self) -> None:
         with self.path.open("ab") as log:
@@ -106,6 +107,8 @@ class LogPump(threading.Thread):
                 self._echo(raw.decode("utf-8", "replace").rstrip("\n"))
 
     def _echo(self, line: str) -> None:
+        if not self.echo:
+            return
         if self.filter.shows(line):
             self.console.say(f"[{self.label}] {line}")
         elif self.filter.cut_here():

@@ -34,6 +34,7 @@ class Child:
     name: str
     proc: subprocess.Popen[bytes]
     pump: LogPump
+    stop_signal: signal.Signals = signal.SIGTERM
 
     def running(self) -> bool:
         return self.proc.poll() is None
@@ -56,9 +57,18 @@ def _terminate_with_parent() -> None:
 
 
 def child_start(
-    name: str, argv: list[str], *, cwd: str, env: dict[str, str], log_dir: Path, console: Console
+    name: str,
+    argv: list[str],
+    *,
+    cwd: str,
+    env: dict[str, str],
+    log_dir: Path,
+    console: Console,
+    stop_signal: signal.Signals = signal.SIGTERM,
 ) -> Child:
-    """Start one service; its stdout and stderr go to `log_dir/<name>.log` through a LogPump."""
+    """Start one service; its stdout and stderr go to `log_dir/<name>.log` through a LogPump.
+    `stop_signal` asks it to stop at once (gunicorn: SIGINT; a Celery worker: SIGQUIT, a cold
+    shutdown: its tasks are redelivered, acks are late)."""
     proc = subprocess.Popen(
         argv,
         cwd=cwd,
@@ -73,7 +83,7 @@ def child_start(
     assert proc.stdout is not None
     pump = LogPump(name, proc.stdout, log_path(log_dir, name), console)
     pump.start()
-    return Child(name, proc, pump)
+    return Child(name, proc, pump, stop_signal)
 
 
 def log_path(log_dir: Path, name: str) -> Path:
@@ -81,11 +91,13 @@ def log_path(log_dir: Path, name: str) -> Path:
 
 
 def children_stop(children: list[Child], *, grace: float = GRACE_SECONDS) -> list[str]:
-    """SIGTERM to each (newest first), SIGKILL to each process group still there after `grace`
+    """Each one's stop signal (newest first), SIGKILL to each process group still there after `grace`
     seconds; returns the names that had to be killed. Their logs are flushed before returning."""
+    for child in children:
+        child.pump.echo = False  # "worker was sent SIGKILL" and the like are the stop itself
     for child in reversed(children):
         if child.running():
-            child.proc.terminate()
+            child.proc.send_signal(child.stop_signal)
     deadline = time.monotonic() + grace
     killed = [child.name for child in reversed(children) if not _wait(child, deadline)]
     for child in children:

@@ -29,5 +29,8 @@ def gunicorn_argv(bind: str, workers: int, *extra: str) -> list[str]:
         str(workers),
         "--timeout",
         "120",
+        # gunicorn 27's control socket sits at one path per user: concurrent servers (tests, runs
+        # side by side) would take it from each other, and nothing here uses it.
+        "--no-control-socket",
         *extra,
     ]

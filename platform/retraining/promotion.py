@@ -29,6 +29,15 @@ from workers.training.gate import GateResult
 logger = logging.getLogger(__name__)
 
 
+def _decided(decision: str, user: Any) -> dict[str, Any]:
+    """The fields a decision sets; an automatic one (no user) has no decider."""
+    return {
+        "decision": decision,
+        "decided_by": user if getattr(user, "pk", None) else None,
+        "decided_at": timezone.now(),
+    }
+
+
 def _audit(action: str, job: RetrainJob, user: Any) -> None:
     """Inside the transaction that makes the change; automatic decisions name the process."""
     actor = user if getattr(user, "pk", None) else "retraining (policy)"
@@ -65,11 +74,7 @@ def _reject(job: RetrainJob, user: Any, decision: str) -> bool:
     with transaction.atomic():
         moved = RetrainJob.objects.filter(
             pk=job.pk, state=JobState.SUCCEEDED, decision__in=[Decision.NONE, Decision.AWAITING_APPROVAL]
-        ).update(
-            decision=decision,
-            decided_by=user if getattr(user, "pk", None) else None,
-            decided_at=timezone.now(),
-        )
+        ).update(**_decided(decision, user))
         if moved and job.result_version_id:
             ModelVersion.objects.filter(pk=job.result_version_id, status=VersionStatus.CANDIDATE).update(
                 status=VersionStatus.REJECTED
@@ -86,11 +91,7 @@ def job_promote(*, job: RetrainJob, user: Any) -> RetrainJob:
     with transaction.atomic():
         claimed = RetrainJob.objects.filter(
             pk=job.pk, state=JobState.SUCCEEDED, decision__in=[Decision.NONE, Decision.AWAITING_APPROVAL]
-        ).update(
-            decision=Decision.PROMOTED,
-            decided_by=user if getattr(user, "pk", None) else None,
-            decided_at=timezone.now(),
-        )
+        ).update(**_decided(Decision.PROMOTED, user))
         if not claimed:
             raise Conflict(f"job #{job.pk} cannot be promoted now")
         job = RetrainJob.objects.select_related("model", "result_version").get(pk=job.pk)
@@ -132,9 +133,7 @@ def job_rollback(*, job: RetrainJob, user: Any) -> RetrainJob:
         if job.champion is None:
             raise Conflict(f"job #{job.pk} had no previous champion to roll back to")
         claimed = RetrainJob.objects.filter(pk=job.pk, decision=Decision.PROMOTED).update(
-            decision=Decision.ROLLED_BACK,
-            decided_by=user if getattr(user, "pk", None) else None,
-            decided_at=timezone.now(),
+            **_decided(Decision.ROLLED_BACK, user)
         )
         if not claimed:
             raise Conflict(f"job #{job.pk} was rolled back already")

@@ -88,6 +88,9 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,  # its own group: the test's signals go to the make pid alone
+        # As from a terminal: a runner started in the background ignores SIGINT, and make would
+        # inherit that and never see the signal this test sends.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # noqa: PLW1509
     )
     started = Run(make, var_dir, port)
     threading.Thread(target=read_console, args=(started,), daemon=True).start()

@@ -8,6 +8,7 @@ every child within a few seconds (see demo/supervisor.py).
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -130,6 +131,11 @@ class Command(BaseCommand):
         self.console.say("\n" + "\n".join(lines) + "\n")
         self._supervise(children, opts["status_every"])
         self._stop(children)
+        # Nothing is left to clean up, and tearing down an interpreter holding ~2,400 modules
+        # takes 1.5 s more on a loaded machine (measured): the run ends when its children have.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
     def _stopping(self) -> bool:
         return self.stop_flag() or self.parent.parent_leaving()
@@ -147,14 +153,17 @@ class Command(BaseCommand):
             raise SystemExit(1)
         return DemoSeed(**json.loads(done.stdout.splitlines()[-1]))
 
-    def _start(self, name: str, argv: list[str]) -> Child:
+    def _start(self, name: str, argv: list[str], stop_signal: signal.Signals = signal.SIGTERM) -> Child:
         return child_start(
-            name, argv, cwd=ROOT, env=self.child_env, log_dir=self.log_dir, console=self.console
-        )
+            name, argv, cwd=ROOT, env=self.child_env, log_dir=self.log_dir, console=self.console,
+            stop_signal=stop_signal,
+        )  # fmt: skip
 
     def _start_services(self, opts: dict[str, Any]) -> list[Child]:
         python = sys.executable
-        web = gunicorn_argv(f"{opts['host']}:{opts['port']}", opts["web_workers"], "--access-logfile", "-")
+        # gunicorn 27 waits out the graceful timeout (30 s by default) even once its workers are gone.
+        web = gunicorn_argv(f"{opts['host']}:{opts['port']}", opts["web_workers"], "--access-logfile", "-",
+                            "--graceful-timeout", "2")  # fmt: skip
         worker = [python, "-m", "celery", "-A", "workers.celery_app", "worker", "-l", "info", "-Q",
                   f"{queues.DEFAULT},{queues.CHECKS}", "--concurrency", "2", "-n", "cpu@%h"]  # fmt: skip
         # Training: its own worker, one job at a time (the memory plan assumes the device is its own).
@@ -162,14 +171,14 @@ class Command(BaseCommand):
                    queues.TRAINING, "--concurrency", "1", "--prefetch-multiplier", "1", "-n", "train@%h"]  # fmt: skip
         beat = [python, "-m", "celery", "-A", "workers.celery_app", "beat", "-l", "info"]
         services = [
-            self._start("web", web),
-            self._start("worker", worker),
-            self._start("trainer", trainer),
+            self._start("web", web, signal.SIGINT),  # gunicorn's quick shutdown
+            self._start("worker", worker, signal.SIGQUIT),  # Celery's cold shutdown
+            self._start("trainer", trainer, signal.SIGQUIT),
             self._start("beat", beat),
         ]
         gpu = self._gpu_worker(python)
         if gpu is not None:
-            services.append(self._start("gpu worker", gpu))
+            services.append(self._start("gpu worker", gpu, signal.SIGQUIT))
         return services
 
     def _gpu_worker(self, python: str) -> list[str] | None:
