@@ -207,8 +207,18 @@ def _drift_dataset(frame: pd.DataFrame, columns: ReportColumns, typed: dict[str,
 def _as_type(values: pd.Series, kind: ColumnType) -> pd.Series:
     """Class labels as text (ints and strings alike), numbers as floats."""
     if kind == "categorical":
-        return values.map(lambda v: None if v is None or v != v else str(v))
+        return values.map(_label_text)
     return pd.to_numeric(values, errors="coerce").astype("float64")
+
+
+def _label_text(value: Any) -> str | None:
+    """A class label as text; an integer class read back as a float (a parquet column of ints
+    with a gap is float64) is the same class: 1.0 → "1", never a new category."""
+    if value is None or value != value:
+        return None
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
 
 
 def _run_quality(labelled: pd.DataFrame, columns: ReportColumns, when: dt.datetime) -> Any:

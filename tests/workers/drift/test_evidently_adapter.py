@@ -102,3 +102,25 @@ def test_a_multiclass_report_tests_only_features_and_shows_the_accuracy_of_its_l
     current["__proba__:cat"], current["__proba__:fox"] = current["__proba__:fox"], current["__proba__:cat"]
     disagreeing = _counters(render_check_report_html(reference, current, columns))
     assert float(disagreeing["Accuracy"]) == pytest.approx(accuracy, abs=5e-4)  # still the logged labels
+
+
+def test_integer_classes_read_back_as_floats_are_the_same_classes() -> None:
+    """A reference whose prediction column has a gap is float64 in parquet: 1.0 is class 1."""
+    rng = np.random.default_rng(7)
+    reference = pd.DataFrame({"x": rng.normal(0, 1, 300), "__prediction__": rng.choice([0.0, 1.0], 300)})
+    reference.loc[0, "__prediction__"] = None
+    current = pd.DataFrame(
+        {"x": rng.normal(0, 1, 300), "__prediction__": rng.choice([0, 1], 300).astype(object)}
+    )
+    current["__label__"] = None
+    columns = ReportColumns(
+        features={"x": "numerical"},
+        prediction="__prediction__",
+        target="__label__",
+        task="classification",
+        classes=(0, 1),
+    )
+    counters = _counters(render_check_report_html(reference, current, columns))
+    verdict = next(label for label, value in counters.items() if "column 'prediction'" in value)
+    assert "not detected" in verdict
+    assert "No classification quality: none of the 300 predictions has its label yet" in counters
