@@ -142,11 +142,13 @@ def render_check_report_html(
     when = timestamp or dt.datetime.now(dt.UTC)
     drift = _run_check_drift(reference_df, current_df, columns, drift_share, when)
     widgets = [header_text(label="Data drift of the features"), _group(drift._widgets)]
-    labelled = current_df[current_df[columns.target].notna() & current_df[columns.prediction].notna()]
+    labelled = _labelled(current_df, columns)
     kind = "Classification" if columns.task == "classification" else "Regression"
     if len(labelled):
-        quality = _run_quality(labelled, columns, when)
+        baseline = _labelled(reference_df, columns)
+        quality = _run_quality(labelled, baseline if len(baseline) else None, columns, when)
         label = f"{kind} quality on the {len(labelled)} labelled of {len(current_df)} predictions"
+        label += " (and on the reference)" if len(baseline) else " (the reference logged no predictions)"
         widgets += [header_text(label=label), _group(quality._widgets)]
     else:
         label = f"No {kind.lower()} quality: none of the {len(current_df)} predictions has its label yet"
@@ -221,34 +223,55 @@ def _label_text(value: Any) -> str | None:
     return str(value)
 
 
-def _run_quality(labelled: pd.DataFrame, columns: ReportColumns, when: dt.datetime) -> Any:
-    """evidently's classification or regression preset on the window's labelled rows alone."""
-    from evidently import DataDefinition, Dataset, Regression, Report
+def _labelled(frame: pd.DataFrame, columns: ReportColumns) -> pd.DataFrame:
+    """The rows with both a label and a prediction (a reference may have logged no predictions)."""
+    if columns.target not in frame or columns.prediction not in frame:
+        return frame.iloc[:0]
+    return frame[frame[columns.target].notna() & frame[columns.prediction].notna()]
+
+
+def _run_quality(
+    labelled: pd.DataFrame, baseline: pd.DataFrame | None, columns: ReportColumns, when: dt.datetime
+) -> Any:
+    """evidently's classification or regression preset on the window's labelled rows, beside
+    the reference's own (when it logged predictions)."""
+    from evidently import Dataset, Report
     from evidently.presets import ClassificationPreset, RegressionPreset
 
-    if columns.task != "classification":
-        data = pd.DataFrame(
-            {
-                _TARGET: _as_type(labelled[columns.target], "numerical").to_numpy(),
-                _PREDICTION: _as_type(labelled[columns.prediction], "numerical").to_numpy(),
-            }
-        )
-        definition = DataDefinition(
-            numerical_columns=[_TARGET, _PREDICTION],
-            regression=[Regression(target=_TARGET, prediction=_PREDICTION)],
-        )
-        preset: Any = RegressionPreset()
+    frames = [labelled] if baseline is None else [labelled, baseline]
+    if columns.task == "classification":
+        # Probabilities only when both sides have them: the two datasets share one definition.
+        with_probabilities = all(_probabilities(f, columns) is not None for f in frames)
+        built = [_classification_data(f, columns, with_probabilities) for f in frames]
+        preset: Any = ClassificationPreset()
     else:
-        data, definition = _classification_data(labelled, columns)
-        preset = ClassificationPreset()
+        built = [_regression_data(f, columns) for f in frames]
+        preset = RegressionPreset()
+    datasets = [Dataset.from_pandas(data, data_definition=definition) for data, definition in built]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        return Report([preset]).run(
-            Dataset.from_pandas(data, data_definition=definition), None, timestamp=when
-        )
+        return Report([preset]).run(datasets[0], datasets[1] if len(datasets) > 1 else None, timestamp=when)
 
 
-def _classification_data(labelled: pd.DataFrame, columns: ReportColumns) -> tuple[pd.DataFrame, Any]:
+def _regression_data(labelled: pd.DataFrame, columns: ReportColumns) -> tuple[pd.DataFrame, Any]:
+    from evidently import DataDefinition, Regression
+
+    data = pd.DataFrame(
+        {
+            _TARGET: _as_type(labelled[columns.target], "numerical").to_numpy(),
+            _PREDICTION: _as_type(labelled[columns.prediction], "numerical").to_numpy(),
+        }
+    )
+    definition = DataDefinition(
+        numerical_columns=[_TARGET, _PREDICTION],
+        regression=[Regression(target=_TARGET, prediction=_PREDICTION)],
+    )
+    return data, definition
+
+
+def _classification_data(
+    labelled: pd.DataFrame, columns: ReportColumns, with_probabilities: bool
+) -> tuple[pd.DataFrame, Any]:
     from evidently import BinaryClassification, DataDefinition, MulticlassClassification
 
     classes = [str(c) for c in columns.classes]
@@ -258,7 +281,7 @@ def _classification_data(labelled: pd.DataFrame, columns: ReportColumns) -> tupl
             _PREDICTION: _as_type(labelled[columns.prediction], "categorical").to_numpy(),
         }
     )
-    probabilities = _probabilities(labelled, columns, classes)
+    probabilities = _probabilities(labelled, columns) if with_probabilities else None
     task: Any
     if len(classes) == 2:
         positive = classes[1]
@@ -282,12 +305,13 @@ def _classification_data(labelled: pd.DataFrame, columns: ReportColumns) -> tupl
     return data, DataDefinition(categorical_columns=[_TARGET, _PREDICTION], classification=[task])
 
 
-def _probabilities(
-    labelled: pd.DataFrame, columns: ReportColumns, classes: list[str]
-) -> dict[str, Any] | None:
+def _probabilities(labelled: pd.DataFrame, columns: ReportColumns) -> dict[str, Any] | None:
     """Each class's probability column, when every labelled row logged every class's."""
+    classes = [str(c) for c in columns.classes]
     if len(columns.probabilities) != len(classes) or not classes or {_TARGET, _PREDICTION} & set(classes):
         return None
+    if any(name not in labelled for name in columns.probabilities):
+        return None  # a reference uploaded without probabilities
     values = {
         cls: pd.to_numeric(labelled[col], errors="coerce").to_numpy()
         for cls, col in zip(classes, columns.probabilities, strict=True)

@@ -14,6 +14,7 @@ from monitoring.models import MonitoringPolicy, QualityCheck
 from monitoring.reports import check_report_render, check_report_request
 from monitoring.services import labels_ingest, predictions_ingest
 from monitoring.window import scheduled_window
+from registry.models import ReferenceDataset
 from registry.services import model_register, reference_upload
 from tests.platform.monitoring.factories import monitored_model, rows, send
 
@@ -59,7 +60,9 @@ def report_counters(html: str) -> dict[str, str]:
 
     def walk(widget: dict[str, Any]) -> None:
         for counter in (widget.get("params") or {}).get("counters") or []:
-            found[counter["label"]] = counter["value"]
+            found.setdefault(counter["label"], counter["value"])  # the first: current before reference
+            if widget.get("title"):
+                found[f"{widget['title']} / {counter['label']}"] = counter["value"]
         for child in widget.get("widgets") or []:
             walk(child)
 
@@ -93,8 +96,14 @@ def test_the_report_has_the_classification_quality_the_check_measured() -> None:
     check = QualityCheck.objects.get(pk=make_check().pk)
     html = rendered(check)
     counters = report_counters(html)
-    assert "Classification quality on the 300 labelled of 300 predictions" in counters
-    assert float(counters["Accuracy"]) == pytest.approx(check.metrics["accuracy"], abs=5e-4)
+    assert "Classification quality on the 300 labelled of 300 predictions (and on the reference)" in counters
+    assert float(counters["Current: Model Quality Metrics / Accuracy"]) == pytest.approx(
+        check.metrics["accuracy"], abs=5e-4
+    )
+    baseline = ReferenceDataset.objects.get(model=check.model, is_active=True).baseline_metrics
+    assert float(counters["Reference: Model Quality Metrics / Accuracy"]) == pytest.approx(
+        baseline["accuracy"], abs=5e-4
+    )
     for label in ("Precision", "Recall", "F1", "Confusion Matrix", "ROC Curve"):
         assert label in counters, label
 
@@ -164,7 +173,7 @@ def test_a_regression_report_has_the_regression_quality_the_check_measured() -> 
     assert check is not None
     check = QualityCheck.objects.get(pk=check.pk)
     counters = report_counters(rendered(check))
-    assert "Regression quality on the 200 labelled of 200 predictions" in counters
+    assert "Regression quality on the 200 labelled of 200 predictions (and on the reference)" in counters
     assert counters["Columns"] == "2" and counters["Drifted Columns"] == str(
         check.drift["number_of_drifted_columns"]
     )

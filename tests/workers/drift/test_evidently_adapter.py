@@ -56,7 +56,9 @@ def _counters(html: str) -> dict[str, str]:
     def walk(widget: dict[str, object]) -> None:
         params = widget.get("params") or {}
         for counter in params.get("counters") or [] if isinstance(params, dict) else []:
-            found[counter["label"]] = counter["value"]
+            found.setdefault(counter["label"], counter["value"])  # the first: current before reference
+            if widget.get("title"):
+                found[f"{widget['title']} / {counter['label']}"] = counter["value"]
         for child in widget.get("widgets") or []:  # type: ignore[attr-defined]
             walk(child)
 
@@ -95,13 +97,19 @@ def test_a_multiclass_report_tests_only_features_and_shows_the_accuracy_of_its_l
     counters = _counters(render_check_report_html(reference, current, columns))
     labelled = current.iloc[100:]
     assert (counters["Columns"], counters["Drifted Columns"]) == ("1", "1")
-    assert "Classification quality on the 200 labelled of 300 predictions" in counters
+    assert "Classification quality on the 200 labelled of 300 predictions (and on the reference)" in counters
     accuracy = float((labelled["__label__"] == labelled["__prediction__"]).mean())
-    assert float(counters["Accuracy"]) == pytest.approx(accuracy, abs=5e-4)
+    assert float(counters["Current: Model Quality Metrics / Accuracy"]) == pytest.approx(accuracy, abs=5e-4)
+    reference_accuracy = float((reference["__label__"] == reference["__prediction__"]).mean())
+    assert float(counters["Reference: Model Quality Metrics / Accuracy"]) == pytest.approx(
+        reference_accuracy, abs=5e-4
+    )
     assert "Log Loss" in counters or any("LogLoss" in k or "Log loss" in k for k in counters)
     current["__proba__:cat"], current["__proba__:fox"] = current["__proba__:fox"], current["__proba__:cat"]
     disagreeing = _counters(render_check_report_html(reference, current, columns))
-    assert float(disagreeing["Accuracy"]) == pytest.approx(accuracy, abs=5e-4)  # still the logged labels
+    assert float(disagreeing["Current: Model Quality Metrics / Accuracy"]) == pytest.approx(
+        accuracy, abs=5e-4
+    )  # still the logged labels
 
 
 def test_integer_classes_read_back_as_floats_are_the_same_classes() -> None:
