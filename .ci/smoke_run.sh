@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 unset DATABASE_URL REDIS_URL
 export DRIFTWATCH_VAR_DIR
 DRIFTWATCH_VAR_DIR=$(mktemp -d)
-export PORT=${SMOKE_PORT:-8765}
+export DRIFTWATCH_PORT=${SMOKE_PORT:-8765}
 log=$DRIFTWATCH_VAR_DIR/run.log
 traffic=$DRIFTWATCH_VAR_DIR/log/demo-traffic.log   # children's output goes to var/log/
 
@@ -25,7 +25,7 @@ trap stop EXIT
 
 ok=""
 for _ in $(seq 180); do
-  if curl -fsS "http://127.0.0.1:$PORT/healthz" >/dev/null 2>&1 && grep -qs "ingested batch 1: accepted=" "$traffic"; then
+  if curl -fsS "http://127.0.0.1:$DRIFTWATCH_PORT/healthz" >/dev/null 2>&1 && grep -qs "ingested batch 1: accepted=" "$traffic"; then
     ok=1
     break
   fi
@@ -34,7 +34,7 @@ done
 if [ -z "$ok" ]; then
   echo "smoke test FAILED: no healthy server with an ingested batch within 180 s"; tail -50 "$log"; exit 1
 fi
-curl -fsS "http://127.0.0.1:$PORT/healthz"; echo
+curl -fsS "http://127.0.0.1:$DRIFTWATCH_PORT/healthz"; echo
 grep -m1 "ingested batch 1" "$traffic"
 grep -q "Press Ctrl-C to stop." "$log" || { echo "smoke test FAILED: no banner"; tail -30 "$log"; exit 1; }
 

@@ -240,8 +240,8 @@ def django_setup(var_dir: str) -> None:
     """Own database and var folder, DEBUG off (it would keep every query)."""
     os.environ["DRIFTWATCH_VAR_DIR"] = var_dir
     os.environ.pop("DRIFTWATCH_MEDIA_ROOT", None)
-    os.environ["DJANGO_DEBUG"] = "0"
-    os.environ.setdefault("DJANGO_SECRET_KEY", "bench-" + uuid.uuid4().hex)
+    os.environ["DRIFTWATCH_DEBUG"] = "0"
+    os.environ.setdefault("SECRET_KEY", "bench-" + uuid.uuid4().hex)
     os.environ["DJANGO_SETTINGS_MODULE"] = "driftwatch.settings"
     if os.environ.get("DATABASE_URL"):
         os.environ["DATABASE_URL"] = bench_database_url(suffix="_detection")

@@ -76,7 +76,7 @@ def setup_django(url: str) -> str:
 
 
 def start_server(url: str, port: int, workers: int) -> subprocess.Popen[bytes]:
-    env = dict(os.environ, DATABASE_URL=url, DJANGO_DEBUG="0", DJANGO_SECRET_KEY="bench-" + uuid.uuid4().hex)
+    env = dict(os.environ, DATABASE_URL=url, DRIFTWATCH_DEBUG="0", SECRET_KEY="bench-" + uuid.uuid4().hex)
     cmd = gunicorn_argv(f"127.0.0.1:{port}", workers, "--log-level", "warning")
     server = subprocess.Popen(cmd, cwd=ROOT, env=env)
     for _ in range(120):

@@ -51,8 +51,8 @@ def django_database_url() -> str:
 def child_env(**overrides: str) -> dict[str, str]:
     env = dict(os.environ)
     env.update(
-        DJANGO_DEBUG="0",
-        DJANGO_SECRET_KEY="live-" + uuid.uuid4().hex + uuid.uuid4().hex,
+        DRIFTWATCH_DEBUG="0",
+        SECRET_KEY="live-" + uuid.uuid4().hex + uuid.uuid4().hex,
         PYTHONUNBUFFERED="1",
     )
     env.update(overrides)

@@ -12,47 +12,20 @@ from pathlib import Path
 import dj_database_url
 from csp.constants import NONE, SELF, UNSAFE_INLINE
 
+from driftwatch.backends import default_storage_from_env, email_from_env
+from driftwatch.env import LOG_LEVELS, env_bool, env_choice, env_int, env_list, env_str, refuse_renamed
 from driftwatch.paths import ROOT
 
+# Every variable is DRIFTWATCH_* except the conventional DATABASE_URL, REDIS_URL and SECRET_KEY;
+# the README's settings table lists them all. Old DJANGO_* names stop the process, naming the new.
+refuse_renamed()
+
 BASE_DIR = ROOT
-VAR_DIR = Path(os.environ.get("DRIFTWATCH_VAR_DIR", ROOT / "var"))
-
-
-def env_str(name: str, default: str = "") -> str:
-    return os.environ.get(name, default)
-
-
-def env_bool(name: str, default: bool) -> bool:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    value = raw.strip().lower()
-    if value in {"1", "true", "yes", "on"}:
-        return True
-    if value in {"0", "false", "no", "off"}:
-        return False
-    raise ValueError(f"{name}={raw!r} is not a boolean (use 1/0, true/false, yes/no, on/off)")
-
-
-def env_int(name: str, default: int) -> int:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise ValueError(f"{name}={raw!r} is not an integer") from None
-
-
-def env_list(name: str, default: list[str]) -> list[str]:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    return [item.strip() for item in raw.split(",") if item.strip()]
+VAR_DIR = Path(env_str("DRIFTWATCH_VAR_DIR", str(ROOT / "var")))
 
 
 def local_secret_key(path: Path) -> str:
-    """A random key kept under var/ (mode 0600) when DJANGO_SECRET_KEY is not set: a fresh
+    """A random key kept under var/ (mode 0600) when SECRET_KEY is not set: a fresh
     checkout runs, and no key is shared between installations or published in the code."""
     try:
         return path.read_text().strip()
@@ -70,10 +43,10 @@ def local_secret_key(path: Path) -> str:
 
 # Off unless asked for: a debug page shows tracebacks, settings and every URL pattern.
 # `manage.py run_platform --debug` turns it on for the processes it starts, and says so.
-DEBUG = env_bool("DJANGO_DEBUG", False)
-SECRET_KEY = env_str("DJANGO_SECRET_KEY") or local_secret_key(VAR_DIR / "secret_key")
-ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
-CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
+DEBUG = env_bool("DRIFTWATCH_DEBUG", False)
+SECRET_KEY = env_str("SECRET_KEY") or local_secret_key(VAR_DIR / "secret_key")
+ALLOWED_HOSTS = env_list("DRIFTWATCH_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = env_list("DRIFTWATCH_CSRF_TRUSTED_ORIGINS", [])
 
 # --- HTTPS (production) -------------------------------------------------------------------
 # DRIFTWATCH_HTTPS=1 when the site is served over HTTPS: redirect http, secure cookies, HSTS.
@@ -83,7 +56,7 @@ DRIFTWATCH_HTTPS = env_bool("DRIFTWATCH_HTTPS", False)
 SECURE_SSL_REDIRECT = DRIFTWATCH_HTTPS
 SESSION_COOKIE_SECURE = DRIFTWATCH_HTTPS
 CSRF_COOKIE_SECURE = DRIFTWATCH_HTTPS
-SECURE_HSTS_SECONDS = env_int("DRIFTWATCH_HSTS_SECONDS", 31_536_000) if DRIFTWATCH_HTTPS else 0
+SECURE_HSTS_SECONDS = env_int("DRIFTWATCH_HSTS_SECONDS", 31_536_000, low=0) if DRIFTWATCH_HTTPS else 0
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DRIFTWATCH_HSTS_INCLUDE_SUBDOMAINS", True)
 SECURE_HSTS_PRELOAD = env_bool("DRIFTWATCH_HSTS_PRELOAD", True)
 _proxy_header = env_str("DRIFTWATCH_PROXY_SSL_HEADER")
@@ -144,8 +117,8 @@ AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
-AXES_FAILURE_LIMIT = env_int("DRIFTWATCH_LOGIN_FAILURE_LIMIT", 5)
-AXES_COOLOFF_TIME = timedelta(minutes=env_int("DRIFTWATCH_LOGIN_COOLOFF_MINUTES", 15))
+AXES_FAILURE_LIMIT = env_int("DRIFTWATCH_LOGIN_FAILURE_LIMIT", 5, low=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("DRIFTWATCH_LOGIN_COOLOFF_MINUTES", 15, low=0))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_VERBOSE = False
@@ -202,7 +175,7 @@ if DATABASE_URL:
         }
     else:
         DATABASES["default"].setdefault("OPTIONS", {})["connect_timeout"] = env_int(
-            "DRIFTWATCH_DB_CONNECT_TIMEOUT", 5
+            "DRIFTWATCH_DB_CONNECT_TIMEOUT", 5, low=1
         )
 else:
     DATABASES = {
@@ -239,8 +212,10 @@ STATIC_ROOT = VAR_DIR / "staticfiles"
 # django.setup(), not here: importing settings has no side effects.
 MEDIA_URL = "media/"
 MEDIA_ROOT = Path(env_str("DRIFTWATCH_MEDIA_ROOT", str(VAR_DIR / "media")))
+# Reference datasets, check reports, model artifacts and holdouts are FileFields: all of them go
+# through this storage (S3 when DRIFTWATCH_S3_BUCKET is set, else MEDIA_ROOT; driftwatch.backends).
 STORAGES = {
-    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "default": default_storage_from_env(),
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
 WHITENOISE_USE_FINDERS = True
@@ -252,35 +227,35 @@ LOGOUT_REDIRECT_URL = "dashboard:login"
 
 # --- ingestion limits ---------------------------------------------------------------------
 # One request carries at most this many bytes (413 above it) and this many rows (400 above).
-DRIFTWATCH_MAX_REQUEST_BYTES = env_int("DRIFTWATCH_MAX_REQUEST_BYTES", 64 * 1024 * 1024)
-DRIFTWATCH_MAX_BATCH_ROWS = env_int("DRIFTWATCH_MAX_BATCH_ROWS", 100_000)
+DRIFTWATCH_MAX_REQUEST_BYTES = env_int("DRIFTWATCH_MAX_REQUEST_BYTES", 64 * 1024 * 1024, low=1)
+DRIFTWATCH_MAX_BATCH_ROWS = env_int("DRIFTWATCH_MAX_BATCH_ROWS", 100_000, low=1)
 # Ingestion requests per API token per minute (429 with Retry-After above it); 0: no limit.
 # A token's own rate_limit_per_minute overrides it.
-DRIFTWATCH_INGEST_RATE_PER_MINUTE = env_int("DRIFTWATCH_INGEST_RATE_PER_MINUTE", 1200)
+DRIFTWATCH_INGEST_RATE_PER_MINUTE = env_int("DRIFTWATCH_INGEST_RATE_PER_MINUTE", 1200, low=0)
 # A reference is the baseline every check loads: 1,000,000 rows is far past what drift needs.
-DRIFTWATCH_MAX_REFERENCE_ROWS = env_int("DRIFTWATCH_MAX_REFERENCE_ROWS", 1_000_000)
+DRIFTWATCH_MAX_REFERENCE_ROWS = env_int("DRIFTWATCH_MAX_REFERENCE_ROWS", 1_000_000, low=1)
 
 # --- retraining ---------------------------------------------------------------------------
 # Retraining: the memory budget a job plans against (0: the worker's free GPU memory or available
 # RAM), a hard cap on the measured peak (0: none; a cgroup-like limit, also how tests force an OOM),
 # the planner's safety margin in percent, and the heartbeat / stale times the reaper uses.
-DRIFTWATCH_RETRAIN_BUDGET_BYTES = env_int("DRIFTWATCH_RETRAIN_BUDGET_BYTES", 0)
-DRIFTWATCH_RETRAIN_MEMORY_CAP_BYTES = env_int("DRIFTWATCH_RETRAIN_MEMORY_CAP_BYTES", 0)
-DRIFTWATCH_RETRAIN_MARGIN = env_int("DRIFTWATCH_RETRAIN_MARGIN_PERCENT", 10) / 100
-DRIFTWATCH_RETRAIN_HEARTBEAT_SECONDS = env_int("DRIFTWATCH_RETRAIN_HEARTBEAT_SECONDS", 5)
-DRIFTWATCH_RETRAIN_STALE_SECONDS = env_int("DRIFTWATCH_RETRAIN_STALE_SECONDS", 120)
+DRIFTWATCH_RETRAIN_BUDGET_BYTES = env_int("DRIFTWATCH_RETRAIN_BUDGET_BYTES", 0, low=0)
+DRIFTWATCH_RETRAIN_MEMORY_CAP_BYTES = env_int("DRIFTWATCH_RETRAIN_MEMORY_CAP_BYTES", 0, low=0)
+DRIFTWATCH_RETRAIN_MARGIN = env_int("DRIFTWATCH_RETRAIN_MARGIN_PERCENT", 10, low=0, high=99) / 100
+DRIFTWATCH_RETRAIN_HEARTBEAT_SECONDS = env_int("DRIFTWATCH_RETRAIN_HEARTBEAT_SECONDS", 5, low=1)
+DRIFTWATCH_RETRAIN_STALE_SECONDS = env_int("DRIFTWATCH_RETRAIN_STALE_SECONDS", 120, low=1)
 # GPU fleet: a GPU worker's device heartbeat period, after how long a silent device gets no new job,
 # and after how many skips a waiting job holds a device (placement's starvation bound).
-DRIFTWATCH_GPU_HEARTBEAT_SECONDS = env_int("DRIFTWATCH_GPU_HEARTBEAT_SECONDS", 10)
-DRIFTWATCH_GPU_STALE_SECONDS = env_int("DRIFTWATCH_GPU_STALE_SECONDS", 30)
-DRIFTWATCH_GPU_MAX_SKIPS = env_int("DRIFTWATCH_GPU_MAX_SKIPS", 3)
+DRIFTWATCH_GPU_HEARTBEAT_SECONDS = env_int("DRIFTWATCH_GPU_HEARTBEAT_SECONDS", 10, low=1)
+DRIFTWATCH_GPU_STALE_SECONDS = env_int("DRIFTWATCH_GPU_STALE_SECONDS", 30, low=1)
+DRIFTWATCH_GPU_MAX_SKIPS = env_int("DRIFTWATCH_GPU_MAX_SKIPS", 3, low=0)
 DATA_UPLOAD_MAX_MEMORY_SIZE = DRIFTWATCH_MAX_REQUEST_BYTES
 FILE_UPLOAD_MAX_MEMORY_SIZE = 8 * 1024 * 1024
 
 # --- checks --------------------------------------------------------------------------------
 # A check "running" this long under another task is taken as killed: the reaper re-enqueues it
 # and any worker may take it over. A redelivery of the same task takes over at once.
-DRIFTWATCH_CHECK_STALE_SECONDS = env_int("DRIFTWATCH_CHECK_STALE_SECONDS", 15 * 60)
+DRIFTWATCH_CHECK_STALE_SECONDS = env_int("DRIFTWATCH_CHECK_STALE_SECONDS", 15 * 60, low=1)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["core.auth.BearerTokenAuthentication"],
@@ -358,7 +333,16 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ALWAYS_EAGER = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 
-EMAIL_BACKEND = env_str("DJANGO_EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+# SMTP when DRIFTWATCH_EMAIL_HOST is set, else the console (driftwatch.backends).
+_EMAIL = email_from_env()
+EMAIL_BACKEND = _EMAIL.backend
+EMAIL_HOST = _EMAIL.host
+EMAIL_PORT = _EMAIL.port
+EMAIL_HOST_USER = _EMAIL.user
+EMAIL_HOST_PASSWORD = _EMAIL.password
+EMAIL_USE_TLS = _EMAIL.use_tls
+EMAIL_USE_SSL = _EMAIL.use_ssl
+EMAIL_TIMEOUT = _EMAIL.timeout
 DEFAULT_FROM_EMAIL = env_str("DRIFTWATCH_FROM_EMAIL", "driftwatch@localhost")
 
 LOGGING = {
@@ -369,6 +353,9 @@ LOGGING = {
         "driftwatch": {"format": "%(asctime)s %(levelname)s %(processName)s %(name)s: %(message)s"}
     },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "driftwatch"}},
-    "root": {"handlers": ["console"], "level": env_str("DRIFTWATCH_LOG_LEVEL", "INFO")},
+    "root": {
+        "handlers": ["console"],
+        "level": env_choice("DRIFTWATCH_LOG_LEVEL", "info", LOG_LEVELS).upper(),
+    },
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }

@@ -77,9 +77,9 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     var_dir = tmp_path_factory.mktemp("var")
     port = free_port()
     # The embedded default, as a newcomer runs it; and not a sub-make of a `make test` around us.
-    unset = ("DATABASE_URL", "REDIS_URL", "DJANGO_DEBUG", "MAKEFLAGS", "MAKELEVEL", "MFLAGS")
+    unset = ("DATABASE_URL", "REDIS_URL", "DRIFTWATCH_DEBUG", "MAKEFLAGS", "MAKELEVEL", "MFLAGS")
     env = {k: v for k, v in os.environ.items() if k not in unset}
-    env.update(DRIFTWATCH_VAR_DIR=str(var_dir), PORT=str(port))
+    env.update(DRIFTWATCH_VAR_DIR=str(var_dir), DRIFTWATCH_PORT=str(port))
     # -o: the venv is installed already; make must not try to reinstall it here.
     make = subprocess.Popen(
         ["make", "-o", ".venv/.installed", "run", f"RUN_ARGS=--status-every {STATUS_EVERY}"],

@@ -27,6 +27,7 @@ from demo.console import Console
 from demo.services import DemoSeed
 from demo.status import PlatformStatus, platform_status, status_line
 from demo.supervisor import Child, ParentWatch, StopFlag, child_start, children_stop, log_path
+from driftwatch.env import env_int, env_str
 from driftwatch.paths import gunicorn_argv
 from workers import queues
 from workers.placement import parse_simulated_gpus
@@ -41,7 +42,7 @@ def child_environment(*, debug: bool) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONUNBUFFERED"] = "1"  # their logs reach the files and the console as they happen
     if debug:
-        env["DJANGO_DEBUG"] = "1"
+        env["DRIFTWATCH_DEBUG"] = "1"
     return env
 
 
@@ -98,8 +99,8 @@ class Command(BaseCommand):
     help = "Migrate, seed the demo, then run web + worker + beat (+ demo traffic) until Ctrl-C."
 
     def add_arguments(self, parser: ArgumentParser) -> None:
-        parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
-        parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
+        parser.add_argument("--host", default=env_str("DRIFTWATCH_HOST", "127.0.0.1"))
+        parser.add_argument("--port", type=int, default=env_int("DRIFTWATCH_PORT", 8000, low=1, high=65535))
         parser.add_argument("--no-demo", action="store_true", help="no demo model and no demo traffic")
         parser.add_argument("--web-workers", type=int, default=2)
         parser.add_argument("--status-every", type=float, default=30.0, help="seconds between status lines")
