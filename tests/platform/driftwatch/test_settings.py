@@ -9,13 +9,13 @@ import sys
 from pathlib import Path
 
 from demo.management.commands.run_platform import child_environment, debug_warning
-from driftwatch.env import RENAMED
 from driftwatch.paths import ROOT
 from driftwatch.settings import local_secret_key
 
 
 def manage(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if k not in RENAMED and not k.startswith("DRIFTWATCH_HTTPS")}
+    # Not inherited: DJANGO_ALLOW_ASYNC_UNSAFE (set by the browser tests) and any renamed DJANGO_* name.
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DRIFTWATCH_HTTPS"))}
     return subprocess.run(
         [sys.executable, "manage.py", *args],
         cwd=ROOT,
