@@ -36,10 +36,8 @@ class Inbox:
     def authenticate(
         self, server: SMTP, session: Session, envelope: Envelope, mechanism: str, data: Any
     ) -> AuthResult:
-        ok = isinstance(data, LoginPassword) and (data.login, data.password) == (
-            USER.encode(),
-            PASSWORD.encode(),
-        )
+        expected = (USER.encode(), PASSWORD.encode())
+        ok = isinstance(data, LoginPassword) and (data.login, data.password) == expected
         if ok:
             self.logins.append(data.login)
         return AuthResult(success=ok, handled=False)  # handled=False: the server answers 535
