@@ -48,6 +48,7 @@ def _drift_column(rng: random.Random, name: str, kind: str, drifted: bool) -> di
         "n_reference": 2000,
         "n_current": 500,
         "note": None,
+        "higher_is_drift": False,  # both tests give p-values; the engine stores the direction
     }
 
 
@@ -145,8 +146,9 @@ def make_data() -> tuple[Any, float]:
             [model.pk, END, span, N_SAMPLES, END, N_SAMPLES],
         )
         cursor.execute(
-            """INSERT INTO monitoring_groundtruth (model_id, sample_id, label, received_at)
-               SELECT %s, 's' || g, to_jsonb(g %% 2), %s::timestamptz FROM generate_series(1, %s) AS g""",
+            """INSERT INTO monitoring_groundtruth (model_id, sample_id, label, received_at, fed_to_detector)
+               SELECT %s, 's' || g, to_jsonb(g %% 2), %s::timestamptz, true
+               FROM generate_series(1, %s) AS g""",
             [model.pk, END, N_SAMPLES],
         )
     rng = random.Random(7)

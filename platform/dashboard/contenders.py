@@ -128,6 +128,8 @@ def champion_vs_challenger(*, model: RegisteredModel, metric: str) -> Versus:
     """Both sides when a challenger exists; the champion alone (or nothing) otherwise."""
     champion = champion_get(model=model)
     challenger = challenger_get(model=model, champion=champion)
+    if champion is None and challenger is None:
+        return Versus(metric=metric, champion=None, challenger=None)
     checks = selectors.done_checks_newest_first(model=model, limit=QUALITY_CHECKS, light=True)
     versus = Versus(
         metric=metric,
