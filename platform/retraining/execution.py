@@ -7,6 +7,7 @@ most recent labelled slice. The engine (``workers.training``) does the torch wor
 """
 
 import logging
+import math
 import time
 import traceback
 from typing import Any
@@ -23,7 +24,7 @@ from registry.reference import LABEL, PREDICTION, PROBA_PREFIX, frame_to_parquet
 from registry.services import version_create
 from retraining.inputs import TrainingData, champion_predictor, job_recipe, training_data
 from retraining.joblog import job_log
-from retraining.models import JobState, RetrainJob, RetrainPolicy
+from retraining.models import JobProgress, JobState, RetrainJob, RetrainPolicy
 from retraining.placement import placed_plan, placement_cap, placement_guard
 from retraining.promotion import job_decide
 from retraining.selectors import retrain_policy_for
@@ -101,6 +102,8 @@ def _run(job: RetrainJob) -> None:
     if not _move(job, JobState.PLANNED, JobState.RUNNING):
         raise engine.TrainingCancelled("the job left 'planned' (cancelled or reaped)")
     result = _train(job, recipe, schema, data.split, prepared, plan)
+    if _cancel_requested(job.pk):  # asked during the last epoch: no challenger is made
+        raise engine.TrainingCancelled("cancelled after training, before evaluation")
     if not _move(job, JobState.RUNNING, JobState.EVALUATING):
         raise engine.TrainingCancelled("the job left 'running' (cancelled or reaped)")
     version, verdict = _evaluate(job, policy, data, result, champion)
@@ -159,6 +162,7 @@ def _train(
     watch = _Watch(job.pk)
     for attempt in range(2):
         try:
+            watch.start(recipe.epochs)
             with placement_guard(job.pk, prepared, plan):
                 result = engine.train(
                     recipe, prepared, plan, should_cancel=watch.should_cancel, on_progress=watch.progress,
@@ -196,12 +200,21 @@ def _record_oom(job: RetrainJob, exc: engine.TrainingOutOfMemory) -> None:
 
 
 class _Watch:
-    """Heartbeat, cancellation and progress, written at most every HEARTBEAT seconds."""
+    """Heartbeat, cancellation and progress, written at most every HEARTBEAT seconds (progress:
+    once per epoch, with the losses so far, for the dashboard's progress bar and loss curve)."""
 
     def __init__(self, job_id: int) -> None:
         self.job_id = job_id
         self.every = float(getattr(settings, "DRIFTWATCH_RETRAIN_HEARTBEAT_SECONDS", 5))
         self.last = 0.0
+        self.epochs = 0
+        self.history: list[list[float | None]] = []
+
+    def start(self, epochs: int) -> None:
+        """Before an attempt (an OOM retry starts over): epoch 0 of ``epochs``."""
+        self.epochs, self.history = epochs, []
+        progress: JobProgress = {"epoch": 0, "epochs": epochs, "step": 0, "history": []}
+        RetrainJob.objects.filter(pk=self.job_id).update(heartbeat_at=timezone.now(), progress=progress)
 
     def should_cancel(self) -> bool:
         if time.monotonic() - self.last < self.every:
@@ -211,10 +224,26 @@ class _Watch:
         return bool(RetrainJob.objects.filter(pk=self.job_id, cancel_requested=True).exists())
 
     def progress(self, p: engine.Progress) -> None:
-        RetrainJob.objects.filter(pk=self.job_id).update(
-            heartbeat_at=timezone.now(),
-            progress={"epoch": p.epoch, "step": p.step, "loss": p.loss, "val_loss": p.val_loss},
-        )
+        loss, val_loss = _finite(p.loss), _finite(p.val_loss)
+        self.history.append([p.epoch, loss, val_loss])
+        progress: JobProgress = {
+            "epoch": p.epoch,
+            "epochs": p.epochs or self.epochs,
+            "step": p.step,
+            "loss": loss,
+            "val_loss": val_loss,
+            "history": list(self.history),
+        }
+        RetrainJob.objects.filter(pk=self.job_id).update(heartbeat_at=timezone.now(), progress=progress)
+
+
+def _finite(value: float | None) -> float | None:
+    """JSON columns (PostgreSQL's jsonb) refuse NaN: a loss without a step is no loss."""
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _cancel_requested(job_id: int) -> bool:
+    return RetrainJob.objects.filter(pk=job_id, cancel_requested=True).exists()
 
 
 def _evaluate(

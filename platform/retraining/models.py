@@ -1,6 +1,6 @@
 """Retraining jobs (a state machine moved by compare-and-set) and each model's retrain policy."""
 
-from typing import Any
+from typing import Any, TypedDict
 
 from django.conf import settings
 from django.db import models
@@ -22,6 +22,17 @@ class JobState(models.TextChoices):
 
 ACTIVE_STATES = (JobState.QUEUED, JobState.PLANNED, JobState.RUNNING, JobState.EVALUATING)
 WORKING_STATES = (JobState.PLANNED, JobState.RUNNING, JobState.EVALUATING)  # a worker holds it
+
+
+class JobProgress(TypedDict, total=False):
+    """``RetrainJob.progress``: written by the training worker after each epoch."""
+
+    epoch: int  # epochs done
+    epochs: int  # the recipe's budget (early stopping may end the run sooner)
+    step: int
+    loss: float | None  # mean training loss of the last epoch
+    val_loss: float | None  # loss on the time-ordered validation slice (early stopping's metric)
+    history: list[list[float | None]]  # [epoch, loss, val_loss] per epoch
 
 
 class Trigger(models.TextChoices):

@@ -13,7 +13,8 @@ from core.errors import Conflict
 from monitoring.models import Alert, AlertKind, AlertState, QualityCheck
 from monitoring.selectors import policy_for
 from registry.models import ModelVersion, RegisteredModel, VersionStatus
-from retraining.models import ACTIVE_STATES, Decision, JobState, RetrainJob, Trigger
+from retraining.joblog import job_log
+from retraining.models import ACTIVE_STATES, Decision, GpuPlacement, JobState, RetrainJob, Trigger
 from retraining.placement import placement_request
 from retraining.selectors import retrain_policy_for
 
@@ -73,11 +74,13 @@ def job_cancel(*, job: RetrainJob) -> RetrainJob:
     if RetrainJob.objects.filter(pk=job.pk, state=JobState.QUEUED).update(
         state=JobState.CANCELLED, finished_at=now, cancel_requested=True
     ):
-        logger.info("retrain job=%s model=%s cancelled while queued", job.pk, job.model_id)
-    elif RetrainJob.objects.filter(pk=job.pk, state__in=ACTIVE_STATES).update(cancel_requested=True):
-        logger.info(
-            "retrain job=%s model=%s cancel requested: it stops at its next step", job.pk, job.model_id
-        )
+        # Its reservation stops counting with the active state; released_at says when.
+        GpuPlacement.objects.filter(job=job, released_at__isnull=True).update(released_at=now)
+        job_log(job.pk, "cancelled while queued")
+    elif RetrainJob.objects.filter(pk=job.pk, state__in=ACTIVE_STATES, cancel_requested=False).update(
+        cancel_requested=True
+    ):
+        job_log(job.pk, "cancel requested: the worker stops at its next heartbeat")
     job.refresh_from_db()
     return job
 

@@ -29,7 +29,8 @@ def stale_after() -> timedelta:
 
 def jobs_reap_stale(*, now: datetime | None = None) -> int:
     """A working job without a heartbeat for ``stale_after()`` lost its worker (kill -9 skips
-    every ``finally``): back to queued and re-enqueued, up to the policy's attempts, then failed."""
+    every ``finally``): back to queued and re-enqueued, up to the policy's attempts, then failed;
+    one whose cancel was requested is cancelled instead."""
     now = now or timezone.now()
     stale = RetrainJob.objects.filter(state__in=WORKING_STATES).filter(
         Q(heartbeat_at__lt=now - stale_after()) | Q(heartbeat_at__isnull=True)
@@ -38,6 +39,12 @@ def jobs_reap_stale(*, now: datetime | None = None) -> int:
     for job in stale.select_related("model"):
         limit = retrain_policy_for(job.model).max_attempts
         claim = RetrainJob.objects.filter(pk=job.pk, state=job.state, heartbeat_at=job.heartbeat_at)
+        if job.cancel_requested:  # its worker died before it could stop: it stays stopped
+            if claim.update(
+                state=JobState.CANCELLED, finished_at=now, error="cancelled; its worker was lost"
+            ):
+                job_log(job.pk, f"no heartbeat since {job.heartbeat_at}; cancel was requested → cancelled")
+            continue
         if job.attempts >= limit:
             if claim.update(
                 state=JobState.FAILED, finished_at=now, error=f"worker lost {job.attempts} times"

@@ -61,10 +61,13 @@ class TrainingPlan:
 
 @dataclass(frozen=True)
 class Progress:
+    """After each epoch: where the run is (``epoch`` of at most ``epochs``) and its losses."""
+
     epoch: int
     step: int
     loss: float
     val_loss: float | None = None
+    epochs: int = 0  # the recipe's budget; early stopping may end the run before it
 
 
 @dataclass
@@ -298,7 +301,7 @@ def _epochs(run: _Run, x_val: Any, y_val: Any) -> tuple[list[dict[str, Any]], in
         train_loss = _one_epoch(run, epoch)
         val_loss = _validate(run, x_val, y_val)
         history.append({"epoch": epoch, "loss": train_loss, "val_loss": val_loss})
-        run.on_progress(Progress(epoch, run.steps, train_loss, val_loss))
+        run.on_progress(Progress(epoch, run.steps, train_loss, val_loss, run.recipe.epochs))
         if val_loss is None:
             best_epoch = epoch
             continue

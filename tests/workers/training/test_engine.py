@@ -25,6 +25,7 @@ def test_progress_is_reported_every_epoch(fast_recipe, churn_schema, churn) -> N
     seen = []
     _train(fast_recipe, churn_schema, churn, on_progress=seen.append)
     assert [p.epoch for p in seen] == [1, 2, 3, 4]
+    assert {p.epochs for p in seen} == {fast_recipe.epochs}
     assert all(p.val_loss is not None and np.isfinite(p.loss) for p in seen)
 
 
