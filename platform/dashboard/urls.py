@@ -3,7 +3,7 @@ from django.templatetags.static import static
 from django.urls import path
 from django.views.generic import RedirectView
 
-from dashboard import views
+from dashboard import job_views, views
 
 app_name = "dashboard"
 urlpatterns = [
@@ -20,6 +20,8 @@ urlpatterns = [
     path("models/<str:name>/checks/run", views.model_check_run, name="model-check-run"),
     path("models/<str:name>/retrain", views.model_retrain, name="model-retrain"),
     path("models/<str:name>/policy", views.model_policy_edit, name="model-policy-edit"),
+    path("retraining/", job_views.retraining_page, name="retraining"),
+    path("retraining/<int:job_id>/", job_views.retrain_job_page, name="retrain-job"),
     path("retrain-jobs/<int:job_id>/<str:action>", views.retrain_job_action, name="retrain-job-action"),
     path("checks/<int:check_id>/", views.check_detail, name="check"),
     path("checks/<int:check_id>/report", views.check_report, name="check-report"),

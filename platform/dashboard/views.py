@@ -18,7 +18,7 @@ from django.views.decorators.http import require_POST
 
 from core.audit import audit_record
 from core.errors import Conflict, InvalidInput
-from dashboard import presenters, selectors
+from dashboard import jobs, presenters, selectors
 from dashboard.contenders import champion_vs_challenger
 from dashboard.heatmap import drift_heatmap
 from dashboard.policy_form import policy_form_changes, policy_form_fields, policy_form_values
@@ -84,6 +84,7 @@ def _model_context(request: HttpRequest, model: RegisteredModel) -> dict[str, An
     latest = monitoring_selectors.latest_done_check(model=model)
     reference = active_reference_get(model=model)
     trange = time_range_parse(request.GET, newest=selectors.newest_check_end(model=model))
+    retrain_jobs = jobs.job_views(retrain_selectors.jobs_for_model(model=model, limit=20))
     if trange.error:
         messages.warning(request, f"{trange.error}: showing the {trange.label}.")
     return {
@@ -103,7 +104,8 @@ def _model_context(request: HttpRequest, model: RegisteredModel) -> dict[str, An
         "checks": presenters.check_rows(model=model, metric=policy.metric, trange=trange),
         "versus": champion_vs_challenger(model=model, metric=policy.metric),
         "versions": versions_list(model=model),
-        "retrain_jobs": retrain_selectors.jobs_for_model(model=model, limit=20),
+        "retrain_jobs": retrain_jobs,
+        "retrain_live_every": jobs.refresh_seconds(retrain_jobs),
     }
 
 
@@ -195,6 +197,12 @@ RETRAIN_ACTIONS: dict[str, Callable[..., Any]] = {
 }
 
 
+def _action_done(job: Any, action: str) -> str:
+    if action == "cancel" and job.is_active:
+        return f"Retrain job #{job.pk}: cancel requested; the worker stops at its next heartbeat."
+    return f"Retrain job #{job.pk}: {action} done ({job.state})."
+
+
 @require_POST
 @staff_required
 def retrain_job_action(request: HttpRequest, job_id: int, action: str) -> HttpResponse:
@@ -202,11 +210,11 @@ def retrain_job_action(request: HttpRequest, job_id: int, action: str) -> HttpRe
         raise Http404("unknown action")
     job = retrain_selectors.job_get(job_id=job_id)
     try:
-        RETRAIN_ACTIONS[action](job=job, user=request.user)
-        messages.success(request, f"Retrain job #{job.pk}: {action} done.")
+        job = RETRAIN_ACTIONS[action](job=job, user=request.user)
+        messages.success(request, _action_done(job, action))
     except Conflict as exc:
         messages.warning(request, str(exc.detail))
-    return redirect("dashboard:model", name=job.model.name)
+    return _back(request, reverse("dashboard:model", args=[job.model.name]))
 
 
 @login_required

@@ -1,12 +1,17 @@
 """Reads for retraining: jobs as the API and the dashboard show them."""
 
+import re
+from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet
+from django.http import Http404
 from rest_framework.exceptions import NotFound
 
 from registry.models import ModelVersion, RegisteredModel, VersionStatus
-from retraining.models import RetrainJob, RetrainPolicy
+from retraining.models import ACTIVE_STATES, JobState, RetrainJob, RetrainPolicy
+
+LOG_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) (.*)$")
 
 
 def retrain_policy_for(model: RegisteredModel) -> RetrainPolicy:
@@ -23,9 +28,8 @@ def job_get(*, job_id: int) -> RetrainJob:
 
 
 def jobs_for_model(*, model: RegisteredModel, limit: int = 50) -> QuerySet[RetrainJob]:
-    return RetrainJob.objects.filter(model=model).select_related("model", "result_version", "champion")[
-        :limit
-    ]
+    jobs = RetrainJob.objects.filter(model=model)
+    return jobs.select_related("model", "result_version", "champion", "placement__device")[:limit]
 
 
 def champion_get(*, model: RegisteredModel) -> ModelVersion | None:
@@ -82,3 +86,55 @@ def job_that_made(*, version: ModelVersion) -> RetrainJob | None:
     """The retrain job whose result the version is (its lineage and gate); None for an upload."""
     jobs = RetrainJob.objects.filter(result_version=version).select_related("champion", "alert", "decided_by")
     return jobs.order_by("-created_at").first()
+
+
+def jobs_list(*, state: str | None = None, limit: int = 100) -> QuerySet[RetrainJob]:
+    """Jobs of every model, newest first; ``state="active"`` for the live ones."""
+    jobs = RetrainJob.objects.select_related("model", "result_version", "placement__device").defer("log")
+    if state == "active":
+        jobs = jobs.filter(state__in=ACTIVE_STATES)
+    elif state in JobState.values:
+        jobs = jobs.filter(state=state)
+    return jobs[:limit]
+
+
+def job_counts() -> dict[str, int]:
+    """Jobs per state (every state present, zero when none), and "active"."""
+    counts = dict.fromkeys(JobState.values, 0)
+    for row in RetrainJob.objects.values("state").annotate(n=Count("pk")):
+        counts[row["state"]] = row["n"]
+    counts["active"] = sum(counts[s] for s in ACTIVE_STATES)
+    return counts
+
+
+def job_page_get(*, job_id: int) -> RetrainJob:
+    job = (
+        RetrainJob.objects.select_related(
+            "model", "result_version", "champion", "requested_by", "alert", "placement__device"
+        )
+        .filter(pk=job_id)
+        .first()
+    )
+    if job is None:
+        raise Http404(f"no retrain job #{job_id}")
+    return job
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    at: str  # "YYYY-mm-dd HH:MM:SS", as job_log wrote it (UTC)
+    message: str  # may span lines (a traceback)
+
+
+def job_log_entries(*, job: RetrainJob) -> list[LogEntry]:
+    """``job_log`` lines, one entry per step; lines without a timestamp continue the entry above."""
+    entries: list[LogEntry] = []
+    for line in job.log.splitlines():
+        match = LOG_LINE.match(line)
+        if match:
+            entries.append(LogEntry(match[1], match[2]))
+        elif entries:
+            entries[-1] = LogEntry(entries[-1].at, entries[-1].message + "\n" + line)
+        elif line.strip():
+            entries.append(LogEntry("", line))
+    return entries

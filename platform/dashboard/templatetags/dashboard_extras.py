@@ -65,3 +65,16 @@ def metrics_text(metrics: Any) -> str:
         return "—"
     parts = [f"{k} {v if isinstance(v, int) else num(v)}" for k, v in metrics.items() if _finite(v)]
     return " · ".join(parts) or "—"
+
+
+@register.filter
+def bytes(value: Any) -> str:  # noqa: A001 - the template's name for it
+    """Bytes in binary units ("1.5 GiB"), a dash when missing."""
+    if not _finite(value):
+        return "—"
+    size = float(value)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(size) < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return "—"  # unreachable: GiB ends the loop

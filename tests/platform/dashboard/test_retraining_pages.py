@@ -1,0 +1,141 @@
+"""The retraining pages: every job with live state and a progress bar, one job in full (plan,
+estimated vs measured peak, duration, energy, loss per epoch, log), and a staff-only cancel."""
+
+import re
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+
+from dashboard.jobs import NO_ENERGY_COUNTER, plan_text
+from retraining.models import JobState, RetrainJob
+from retraining.requests import job_request
+from retraining.selectors import job_log_entries
+from tests.platform.conftest import make_model
+from tests.platform.retraining.factories import drifted_model, run
+
+pytestmark = pytest.mark.django_db
+
+
+def _client(staff: bool) -> Client:
+    client = Client()
+    client.force_login(User.objects.create_user("u", password="pw-u-12345678", is_staff=staff))
+    return client
+
+
+def _running(epoch: int, epochs: int) -> RetrainJob:
+    job = job_request(model=make_model(), trigger="admin")
+    history = [[e, 1.0 / e, 1.2 / e] for e in range(1, epoch + 1)]
+    progress = {
+        "epoch": epoch,
+        "epochs": epochs,
+        "loss": 1.0 / epoch,
+        "val_loss": 1.2 / epoch,
+        "history": history,
+    }
+    RetrainJob.objects.filter(pk=job.pk).update(state=JobState.RUNNING, progress=progress)
+    return RetrainJob.objects.get(pk=job.pk)
+
+
+def test_the_nav_links_the_retraining_page() -> None:
+    page = _client(staff=False).get("/").content.decode()
+    assert 'href="/retraining/"' in page
+
+
+def test_a_running_job_shows_a_progress_bar_of_its_epochs_and_refreshes_fast() -> None:
+    job = _running(epoch=3, epochs=12)
+    page = _client(staff=False).get("/retraining/").content.decode()
+    assert f'href="/retraining/{job.pk}/"' in page
+    assert re.search(r'<progress value="3" max="12"', page)
+    assert "epoch 3/12" in page and "loss 0.333" in page and "val. loss 0.400" in page
+    assert 'data-live-every="2"' in page
+
+
+def test_a_finished_job_shows_plan_duration_a_full_bar_and_honest_energy() -> None:
+    job = run(drifted_model())
+    RetrainJob.objects.filter(pk=job.pk).update(energy_joules=None)  # a worker without a counter
+    page = _client(staff=False).get("/retraining/").content.decode()
+    assert job.state == JobState.SUCCEEDED and plan_text(job.plan) in page
+    assert f'<progress value="{job.progress["epochs"]}" max="{job.progress["epochs"]}"' in page
+    assert 'data-live-every="15"' in page and NO_ENERGY_COUNTER in page
+
+
+def test_measured_energy_is_shown_in_joules() -> None:
+    job = run(drifted_model())
+    RetrainJob.objects.filter(pk=job.pk).update(energy_joules=1234.5)
+    page = _client(staff=False).get(f"/retraining/{job.pk}/").content.decode()
+    assert "1.23 kJ" in page and NO_ENERGY_COUNTER not in page
+
+
+def test_the_job_page_shows_plan_peaks_loss_curve_and_log() -> None:
+    job = run(drifted_model())
+    page = _client(staff=False).get(f"/retraining/{job.pk}/").content.decode()
+    assert f"batch {job.plan['batch_size']}" in page
+    ratio = job.measured_peak_bytes / job.estimated_peak_bytes
+    assert f"({ratio:.2f} × the estimate)" in page
+    points = re.search(r'class="line s-realised loss-line" points="([^"]+)"', page)
+    assert points and len(points[1].split()) == job.progress["epoch"]
+    entries = job_log_entries(job=job)
+    assert page.count("<li><time>") == len(entries) and "queued → planned" in page
+
+
+def test_log_entries_keep_a_traceback_with_its_step() -> None:
+    job = job_request(model=make_model(), trigger="admin")
+    RetrainJob.objects.filter(pk=job.pk).update(
+        log="2026-12-01 03:00:00 queued → planned\n2026-12-01 03:00:01 failed:\nTraceback (most recent call last):\n"
+        '  File "x.py", line 1\nValueError: bad\n2026-12-01 03:00:02 → failed: ValueError: bad\n'
+    )
+    job.refresh_from_db()
+    entries = job_log_entries(job=job)
+    assert [e.at for e in entries] == ["2026-12-01 03:00:00", "2026-12-01 03:00:01", "2026-12-01 03:00:02"]
+    assert entries[1].message.endswith("ValueError: bad") and entries[1].message.count("\n") == 3
+
+
+def test_the_state_filter_lists_only_that_state() -> None:
+    running = _running(epoch=1, epochs=4)
+    other = job_request(model=make_model("other"), trigger="admin")
+    RetrainJob.objects.filter(pk=other.pk).update(state=JobState.FAILED)
+    page = _client(staff=False).get("/retraining/?state=failed").content.decode()
+    assert f'id="job-{other.pk}"' in page and f'id="job-{running.pk}"' not in page
+    assert "active (1)" in page and "failed (1)" in page
+
+
+def test_staff_cancel_on_the_job_page_cancels_a_queued_job_and_comes_back() -> None:
+    job = job_request(model=make_model(), trigger="admin")
+    client = _client(staff=True)
+    page = client.get(f"/retraining/{job.pk}/").content.decode()
+    assert "cancel-job" in page
+    response = client.post(f"/retrain-jobs/{job.pk}/cancel", {"next": f"/retraining/{job.pk}/"})
+    assert response.status_code == 302 and response["Location"] == f"/retraining/{job.pk}/"
+    job.refresh_from_db()
+    assert job.state == JobState.CANCELLED
+    assert "cancel-job" not in client.get(f"/retraining/{job.pk}/").content.decode()
+
+
+def test_cancelling_a_running_job_from_the_page_says_it_stops_at_the_next_heartbeat() -> None:
+    job = _running(epoch=2, epochs=10)
+    client = _client(staff=True)
+    response = client.post(f"/retrain-jobs/{job.pk}/cancel", {"next": "/retraining/"}, follow=True)
+    page = response.content.decode()
+    assert "cancel requested; the worker stops at its next heartbeat" in page
+    assert "cancel requested</small>" in page and "cancel-job" not in page
+
+
+def test_non_staff_see_no_cancel_button_and_cannot_cancel() -> None:
+    job = job_request(model=make_model(), trigger="admin")
+    client = _client(staff=False)
+    assert "cancel-job" not in client.get(f"/retraining/{job.pk}/").content.decode()
+    assert client.post(f"/retrain-jobs/{job.pk}/cancel").status_code == 403
+    job.refresh_from_db()
+    assert job.state == JobState.QUEUED
+
+
+def test_an_unknown_job_is_a_404() -> None:
+    assert _client(staff=False).get("/retraining/999999/").status_code == 404
+
+
+def test_the_model_page_links_its_jobs_and_shows_their_progress() -> None:
+    job = _running(epoch=5, epochs=8)
+    page = _client(staff=False).get(f"/models/{job.model.name}/").content.decode()
+    assert f'href="/retraining/{job.pk}/"' in page and '<progress value="5" max="8"' in page
+    assert 'id="model-retraining"' in page and 'data-live-every="2"' in page
