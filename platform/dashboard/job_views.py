@@ -24,6 +24,7 @@ def retraining_page(request: HttpRequest) -> HttpResponse:
         "states": [(s, counts[s]) for s in STATE_FILTERS],
         "total": sum(counts[s] for s in JobState.values),
         "live_every": jobs.refresh_seconds(views),
+        "no_energy_counter": jobs.NO_ENERGY_COUNTER,
     }
     return render(request, "dashboard/retraining.html", context)
 
@@ -37,5 +38,6 @@ def retrain_job_page(request: HttpRequest, job_id: int) -> HttpResponse:
         "log": retrain_selectors.job_log_entries(job=job),
         "curve": jobs.loss_curve(job.progress or {}),
         "live_every": jobs.refresh_seconds([view]),
+        "no_energy_counter": jobs.NO_ENERGY_COUNTER,
     }
     return render(request, "dashboard/retrain_job.html", context)

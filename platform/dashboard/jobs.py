@@ -13,7 +13,8 @@ from retraining.models import JobState, RetrainJob
 ACTIVE_REFRESH_SECONDS = 2  # a page showing a live job refreshes its live parts this often
 IDLE_REFRESH_SECONDS = 15  # live.js's default period
 CURVE_W, CURVE_H, CURVE_PAD = 480, 150, 28
-NO_ENERGY_COUNTER = "not measured (no NVML or readable RAPL energy counter on the worker)"
+NOT_MEASURED = "not measured"
+NO_ENERGY_COUNTER = "the worker had no energy counter (NVML on a GPU, readable RAPL on a CPU)"
 
 
 @dataclass(frozen=True)
@@ -25,17 +26,21 @@ class JobView:
     loss: float | None
     val_loss: float | None
     stopped_early: bool
-    plan: str
+    plan: str  # the job's plan, or the placement's while it waits on a device
     placement: str
+    estimated_bytes: int | None
     measured_ratio: float | None  # measured / estimated peak
     duration_seconds: float | None  # started → finished (or now, while it runs)
     energy: str
+    energy_missing: bool  # trained, but no counter was readable
     cancellable: bool
 
 
 def job_view(job: RetrainJob, *, now: datetime | None = None) -> JobView:
     progress: dict[str, Any] = job.progress or {}
     epoch, epochs = int(progress.get("epoch") or 0), int(progress.get("epochs") or 0)
+    placed = _placement_plan(job)
+    estimated = job.estimated_peak_bytes or placed.get("plan", {}).get("estimated_bytes")
     return JobView(
         job=job,
         epoch=epoch,
@@ -44,11 +49,13 @@ def job_view(job: RetrainJob, *, now: datetime | None = None) -> JobView:
         loss=progress.get("loss"),
         val_loss=progress.get("val_loss"),
         stopped_early=job.state == JobState.SUCCEEDED and 0 < epoch < epochs,
-        plan=plan_text(job.plan),
+        plan=plan_text(job.plan or placed.get("plan", {})),
         placement=placement_text(job),
-        measured_ratio=_ratio(job.measured_peak_bytes, job.estimated_peak_bytes),
+        estimated_bytes=estimated,
+        measured_ratio=_ratio(job.measured_peak_bytes, estimated),
         duration_seconds=_duration(job, now or timezone.now()),
         energy=energy_text(job),
+        energy_missing=job.energy_joules is None and job.wall_seconds is not None,
         cancellable=job.is_active and not job.cancel_requested,
     )
 
@@ -76,6 +83,14 @@ def plan_text(plan: dict[str, Any]) -> str:
     return " · ".join(parts)
 
 
+def _placement_plan(job: RetrainJob) -> dict[str, Any]:
+    """{"plan": ...}: what the placement round sized for a job that no worker has planned yet."""
+    try:
+        return {"plan": job.placement.plan or {}}
+    except ObjectDoesNotExist:
+        return {}
+
+
 def placement_text(job: RetrainJob) -> str:
     try:
         placement = job.placement
@@ -95,7 +110,7 @@ def energy_text(job: RetrainJob) -> str:
     if job.energy_joules is not None:
         joules = job.energy_joules
         return f"{joules / 1000:.2f} kJ" if joules >= 1000 else f"{joules:.1f} J"
-    return NO_ENERGY_COUNTER if job.wall_seconds is not None else "—"
+    return NOT_MEASURED if job.wall_seconds is not None else "—"
 
 
 def _ratio(measured: int | None, estimated: int | None) -> float | None:

@@ -7,12 +7,16 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from dashboard.jobs import NO_ENERGY_COUNTER, plan_text
-from retraining.models import JobState, RetrainJob
+from dashboard.jobs import NO_ENERGY_COUNTER, NOT_MEASURED, plan_text
+from dashboard.templatetags.dashboard_extras import bytes as bytes_filter
+from retraining.inventory import DeviceReport, devices_report
+from retraining.models import GpuPlacement, JobState, RetrainJob
+from retraining.placement import jobs_place
 from retraining.requests import job_request
 from retraining.selectors import job_log_entries
 from tests.platform.conftest import make_model
 from tests.platform.retraining.factories import drifted_model, run
+from workers.placement.devices import GIB
 
 pytestmark = pytest.mark.django_db
 
@@ -57,7 +61,8 @@ def test_a_finished_job_shows_plan_duration_a_full_bar_and_honest_energy() -> No
     page = _client(staff=False).get("/retraining/").content.decode()
     assert job.state == JobState.SUCCEEDED and plan_text(job.plan) in page
     assert f'<progress value="{job.progress["epochs"]}" max="{job.progress["epochs"]}"' in page
-    assert 'data-live-every="15"' in page and NO_ENERGY_COUNTER in page
+    assert 'data-live-every="15"' in page
+    assert f'title="{NO_ENERGY_COUNTER}">{NOT_MEASURED}</td>' in page
 
 
 def test_measured_energy_is_shown_in_joules() -> None:
@@ -139,3 +144,13 @@ def test_the_model_page_links_its_jobs_and_shows_their_progress() -> None:
     page = _client(staff=False).get(f"/models/{job.model.name}/").content.decode()
     assert f'href="/retraining/{job.pk}/"' in page and '<progress value="5" max="8"' in page
     assert 'id="model-retraining"' in page and 'data-live-every="2"' in page
+
+
+def test_a_job_placed_on_a_gpu_shows_the_plan_and_estimate_it_was_sized_with() -> None:
+    devices_report(host="node-a", devices=[DeviceReport(0, "sim0", 24 * GIB, 24 * GIB, simulated=True)])
+    job = job_request(model=drifted_model(), trigger="admin")
+    assert jobs_place() == 1
+    placement = GpuPlacement.objects.get(job=job)
+    page = _client(staff=False).get(f"/retraining/{job.pk}/").content.decode()
+    assert plan_text(placement.plan) in page and "node-a:0 sim0 (simulated)" in page
+    assert f"{bytes_filter(placement.plan['estimated_bytes'])} <small>(sized for placement)</small>" in page
