@@ -91,14 +91,22 @@ def drift_heatmap(*, model: RegisteredModel, trange: TimeRange | None = None) ->
     checks = [c for c in checks if c.drift or c.prediction_drift]
     if not checks:
         return None
+    # Each cell names its check: a click opens that feature's drill-down at that check.
     rows: list[dict[str, Any]] = [
-        {"name": n, "cells": [drift_cell((c.drift or {}).get("columns", {}).get(n)) for c in checks]}
+        {
+            "name": n,
+            "cells": [
+                {**drift_cell((c.drift or {}).get("columns", {}).get(n)), "check": c.pk} for c in checks
+            ],
+        }
         for n in _feature_names(model, checks)
     ]
     if any((c.drift or {}).get("multivariate") for c in checks):
         cells = [drift_cell((c.drift or {}).get("multivariate")) for c in checks]
-        rows.append({"name": MULTIVARIATE_ROW, "is_prediction": True, "cells": cells})
-    prediction = [drift_cell(c.prediction_drift or None) for c in checks]
+        rows.append(
+            {"name": MULTIVARIATE_ROW, "is_prediction": True, "is_multivariate": True, "cells": cells}
+        )
+    prediction = [{**drift_cell(c.prediction_drift or None), "check": c.pk} for c in checks]
     rows.append({"name": PREDICTION_ROW, "is_prediction": True, "cells": prediction})
     return {"columns": [_column_head(c) for c in checks], "rows": rows}
 

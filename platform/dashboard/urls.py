@@ -3,7 +3,7 @@ from django.templatetags.static import static
 from django.urls import path
 from django.views.generic import RedirectView
 
-from dashboard import job_views, views
+from dashboard import drift_views, job_views, views
 
 app_name = "dashboard"
 urlpatterns = [
@@ -17,6 +17,7 @@ urlpatterns = [
     ),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("models/<str:name>/", views.model_page, name="model"),
+    path("models/<str:name>/drift/", drift_views.feature_drift_page, name="feature-drift"),
     path("models/<str:name>/checks/run", views.model_check_run, name="model-check-run"),
     path("models/<str:name>/retrain", views.model_retrain, name="model-retrain"),
     path("models/<str:name>/policy", views.model_policy_edit, name="model-policy-edit"),

@@ -17,7 +17,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from monitoring.alerts import alerts_evaluate
-from monitoring.models import CheckState, MonitoringPolicy, QualityCheck
+from monitoring.models import CheckDistribution, CheckState, MonitoringPolicy, QualityCheck
 from monitoring.reference import ReferenceState, drift_columns, reference_state
 from monitoring.selectors import policy_for
 from monitoring.sequential import DetectorUpdate, detector_feed
@@ -34,10 +34,12 @@ from registry.reference import LABEL, PREDICTION
 from workers.drift import data_drift
 from workers.drift.data_quality import data_quality
 from workers.drift.decisions import Thresholds, decisions_make
+from workers.drift.distribution import DistributionDict, column_distribution
 from workers.drift.dle import estimate_mae
 from workers.drift.estimation import estimate_accuracy
 from workers.drift.multivariate import multivariate_drift
 from workers.drift.quality import Metrics, classification_metrics, label_stats, regression_metrics
+from workers.drift.summary import ColumnType
 
 logger = logging.getLogger(__name__)
 
@@ -144,6 +146,7 @@ def _compute_into(row: QualityCheck, model: RegisteredModel, spec: WindowSpec) -
         return
     reference = reference_state(model=model)
     result = check_compute(model=model, policy=policy, window=window, reference=reference)
+    distributions = result.pop("distributions", {})
     champion = ModelVersion.objects.filter(model=model, status=VersionStatus.CHAMPION).first()
     fields = {
         **result,
@@ -163,6 +166,7 @@ def _compute_into(row: QualityCheck, model: RegisteredModel, spec: WindowSpec) -
             stored = QualityCheck.objects.filter(pk=row.pk, state=CheckState.RUNNING, attempts=row.attempts)
             if stored.update(**fields) != 1:
                 raise _Superseded
+            _store_distributions(row, distributions)
             for key, value in fields.items():
                 setattr(row, key, value)
             alerts_evaluate(check=row, policy=policy)
@@ -236,9 +240,31 @@ def check_compute(
             if PREDICTION in columns:
                 pred = data_drift(reference.summary, frame, {PREDICTION: columns[PREDICTION]})
                 out["prediction_drift"] = pred.columns[PREDICTION].to_dict()
+            out["distributions"] = _distributions(reference, frame, columns)
     _pair_estimate(out["estimated"], out["metrics"])
     out["decisions"] = decisions_make(out, thresholds_for(policy, reference), enough=enough)
     return out
+
+
+def _distributions(
+    reference: ReferenceState, frame: pd.DataFrame, columns: Mapping[str, ColumnType]
+) -> dict[str, DistributionDict]:
+    """Reference vs window per drift column (features and the prediction), for the drill-down."""
+    out = {}
+    for name, kind in columns.items():
+        distribution = column_distribution(reference.summary.column(name), frame[name], kind)
+        if distribution is not None:
+            out[name] = distribution
+    return out
+
+
+def _store_distributions(check: QualityCheck, distributions: Mapping[str, DistributionDict]) -> None:
+    """Replace the check's distributions (a re-run of the same window writes equal ones)."""
+    CheckDistribution.objects.filter(quality_check=check).delete()
+    CheckDistribution.objects.bulk_create(
+        CheckDistribution(quality_check=check, column=name, psi=d["psi"], payload=d)
+        for name, d in distributions.items()
+    )
 
 
 def _realised(model: RegisteredModel, policy: MonitoringPolicy, frame: pd.DataFrame) -> dict[str, Any]:

@@ -212,6 +212,28 @@ class QualityCheck(models.Model):
         return f"{self.model} {self.window_start:%Y-%m-%d %H:%M}–{self.window_end:%H:%M} ({self.state})"
 
 
+class CheckDistribution(models.Model):
+    """One column's distribution in the reference and in a check's window (a histogram or the top
+    categories, ``workers.drift.distribution.DistributionDict``), stored by the check so that the
+    drill-down page never reads raw samples. Apart from the check row: the heat map and the charts,
+    which read many checks, never load it."""
+
+    quality_check = models.ForeignKey(QualityCheck, on_delete=models.CASCADE, related_name="distributions")
+    column = models.CharField(max_length=200)
+    psi = models.FloatField(help_text="population stability index of the window vs the reference")
+    payload = models.JSONField(help_text="labels, edges, reference and window fractions, effect sizes")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["quality_check", "column"], name="one_distribution_per_check_column"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.column} in check #{self.quality_check_id}"
+
+
 class AlertKind(models.TextChoices):
     ACCURACY_DROP = "accuracy_drop"
     ESTIMATED_ACCURACY_DROP = "estimated_accuracy_drop"

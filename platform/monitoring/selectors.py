@@ -1,11 +1,16 @@
 """Reads for monitoring: policies, checks and alerts as the API, the admin and the dashboard read them."""
 
-from django.db.models import Case, Count, IntegerField, OuterRef, Q, Subquery, Value, When
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Case, Count, F, IntegerField, OuterRef, Q, Subquery, Value, When
+from django.db.models.fields.json import KeyTransform
 from django.http import Http404
 
-from monitoring.models import Alert, AlertState, CheckState, MonitoringPolicy, QualityCheck
+from monitoring.models import Alert, AlertState, CheckDistribution, CheckState, MonitoringPolicy, QualityCheck
 from monitoring.policy import default_metric
 from registry.models import RegisteredModel
+from registry.reference import PREDICTION
 
 
 def policy_for(model: RegisteredModel) -> MonitoringPolicy:
@@ -62,3 +67,54 @@ def alert_counts() -> dict[str, int]:
         **{s: Count("pk", filter=Q(state=s)) for s in AlertState.values}, all=Count("pk")
     )
     return {k: v or 0 for k, v in counts.items()}
+
+
+# -- one column's drift over time (the heat map's drill-down) -------------------------------------
+def _stored_column(column: str) -> KeyTransform | F:
+    """Where a check stores a column's drift: ``prediction_drift``, or ``drift.columns[<name>]``
+    (a key transform, so any feature name is safe, "__" included)."""
+    if column == PREDICTION:
+        return F("prediction_drift")
+    return KeyTransform(column, KeyTransform("columns", "drift"))
+
+
+def column_drift_series(
+    *,
+    model: RegisteredModel,
+    column: str,
+    start: datetime | None = None,
+    end: datetime | None = None,
+    limit: int = 500,
+) -> list[dict[str, Any]]:
+    """One point per finished check (the newest ``limit`` in the range, oldest first): its id,
+    window end and the stored drift of ``column`` (``{}`` when it was not measured). Reads that
+    one JSON value of each check row, never the samples."""
+    checks = QualityCheck.objects.filter(model=model, state=CheckState.DONE)
+    if start is not None:
+        checks = checks.filter(window_end__gt=start)
+    if end is not None:
+        checks = checks.filter(window_end__lt=end)
+    rows = checks.annotate(stored=_stored_column(column)).order_by("-window_end", "-pk")
+    newest = list(rows.values("pk", "window_end", "stored")[:limit])
+    return [
+        {"id": r["pk"], "window_end": r["window_end"], "column": r["stored"] or {}} for r in reversed(newest)
+    ]
+
+
+def column_effects(*, model: RegisteredModel, column: str, check_ids: list[int]) -> dict[int, float]:
+    """PSI per check for ``column``, from the stored distributions."""
+    rows = CheckDistribution.objects.filter(
+        quality_check__model=model, quality_check_id__in=check_ids, column=column
+    ).values_list("quality_check_id", "psi")
+    return dict(rows)
+
+
+def check_distribution_get(*, check: QualityCheck, column: str) -> CheckDistribution | None:
+    return CheckDistribution.objects.filter(quality_check=check, column=column).first()
+
+
+def check_column_drift(*, check: QualityCheck, column: str) -> dict[str, Any]:
+    stored = (
+        check.prediction_drift if column == PREDICTION else (check.drift or {}).get("columns", {}).get(column)
+    )
+    return dict(stored or {})

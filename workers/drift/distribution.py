@@ -1,0 +1,153 @@
+"""One column's distribution in the reference and in a window, compact enough to store on a
+check (a histogram or the top categories), with effect sizes: how far apart the two are, where
+the stattest's score says whether the difference is significant.
+
+- PSI (population stability index) over the same bins, both kinds;
+- normalised Wasserstein distance (evidently's ``wasserstein_distance_norm``), numerical;
+- Cramér's V of the reference-vs-window contingency table, categorical.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, TypedDict
+
+import numpy as np
+import pandas as pd
+
+from workers.drift.stats import wasserstein_norm
+from workers.drift.summary import (
+    CategoricalSummary,
+    ColumnType,
+    NumericalSummary,
+    category_counts,
+    finite_values,
+)
+
+BINS = 20
+TOP_CATEGORIES = 12  # the rest is one "other" bar (the effect sizes still count every category)
+EDGE_QUANTILE = 0.01  # bins span the 1st..99th percentile of both sides; the tails go in the end bins
+PSI_FLOOR = 1e-4  # an empty bin counts as this fraction, so PSI stays finite
+OTHER = "other"
+
+
+class DistributionDict(TypedDict):
+    """Stored per check and column (``CheckDistribution.payload``)."""
+
+    column_type: str
+    labels: list[str]  # one per bar: a bin "[a, b)" or a category
+    edges: list[float]  # numerical: len(labels) + 1 bin edges; categorical: []
+    reference: list[float]  # fraction of the reference rows per bar
+    current: list[float]  # fraction of the window's rows per bar
+    n_reference: int
+    n_current: int
+    psi: float
+    wasserstein_norm: float | None
+    cramers_v: float | None
+
+
+def column_distribution(
+    summary: NumericalSummary | CategoricalSummary, series: pd.Series, column_type: ColumnType
+) -> DistributionDict | None:
+    """None when either side has no non-missing value (the column was not tested either)."""
+    if column_type == "numerical":
+        assert isinstance(summary, NumericalSummary)
+        return _numerical(summary, finite_values(series))
+    assert isinstance(summary, CategoricalSummary)
+    return _categorical(summary.counts, category_counts(series))
+
+
+def _numerical(summary: NumericalSummary, current: np.ndarray) -> DistributionDict | None:
+    reference = summary.sorted_values
+    if reference.size == 0 or current.size == 0:
+        return None
+    edges = _edges(reference, current)
+    ref_counts = _histogram(reference, edges)
+    cur_counts = _histogram(current, edges)
+    return {
+        "column_type": "numerical",
+        "labels": [f"[{_fmt(a)}, {_fmt(b)})" for a, b in zip(edges[:-1], edges[1:], strict=True)],
+        "edges": [float(e) for e in edges],
+        "reference": _fractions(ref_counts),
+        "current": _fractions(cur_counts),
+        "n_reference": int(reference.size),
+        "n_current": int(current.size),
+        "psi": psi(ref_counts, cur_counts),
+        "wasserstein_norm": _finite(wasserstein_norm(reference, summary.std, current)),
+        "cramers_v": None,
+    }
+
+
+def _edges(reference: np.ndarray, current: np.ndarray) -> np.ndarray:
+    low = min(np.quantile(reference, EDGE_QUANTILE), np.quantile(current, EDGE_QUANTILE))
+    high = max(np.quantile(reference, 1 - EDGE_QUANTILE), np.quantile(current, 1 - EDGE_QUANTILE))
+    if not high > low:  # a constant column: one unit around it
+        low, high = low - 0.5, low + 0.5
+    return np.linspace(float(low), float(high), BINS + 1)
+
+
+def _histogram(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    # Values beyond the edges belong to the end bins (the tails), so every row is counted.
+    return np.histogram(np.clip(values, edges[0], edges[-1]), bins=edges)[0]
+
+
+def _categorical(reference: dict[Any, int], current: dict[Any, int]) -> DistributionDict | None:
+    if not reference or not current:
+        return None
+    keys = sorted(
+        set(reference) | set(current), key=lambda k: (-reference.get(k, 0), -current.get(k, 0), str(k))
+    )
+    ref_counts = np.array([reference.get(k, 0) for k in keys], dtype=float)
+    cur_counts = np.array([current.get(k, 0) for k in keys], dtype=float)
+    shown = keys[:TOP_CATEGORIES]
+    labels = [str(k) for k in shown]
+    ref_bars, cur_bars = ref_counts[: len(shown)], cur_counts[: len(shown)]
+    if len(keys) > len(shown):
+        labels.append(OTHER)
+        ref_bars = np.append(ref_bars, ref_counts[len(shown) :].sum())
+        cur_bars = np.append(cur_bars, cur_counts[len(shown) :].sum())
+    return {
+        "column_type": "categorical",
+        "labels": labels,
+        "edges": [],
+        "reference": [c / ref_counts.sum() for c in ref_bars.tolist()],
+        "current": [c / cur_counts.sum() for c in cur_bars.tolist()],
+        "n_reference": int(ref_counts.sum()),
+        "n_current": int(cur_counts.sum()),
+        "psi": psi(ref_counts, cur_counts),
+        "wasserstein_norm": None,
+        "cramers_v": cramers_v(ref_counts, cur_counts),
+    }
+
+
+def psi(reference_counts: np.ndarray, current_counts: np.ndarray) -> float:
+    """Σ (c − r) · ln(c / r) over the bins, fractions floored at ``PSI_FLOOR``; 0 for equal ones.
+    Rule of thumb: < 0.1 stable, 0.1–0.25 moderate shift, > 0.25 large shift."""
+    r = np.maximum(np.asarray(reference_counts, float) / np.sum(reference_counts), PSI_FLOOR)
+    c = np.maximum(np.asarray(current_counts, float) / np.sum(current_counts), PSI_FLOOR)
+    return float(np.sum((c - r) * np.log(c / r)))
+
+
+def cramers_v(reference_counts: np.ndarray, current_counts: np.ndarray) -> float:
+    """Cramér's V of the 2 × k table (reference, window) × category: 0 same mix, 1 disjoint."""
+    table = np.vstack([reference_counts, current_counts]).astype(float)
+    table = table[:, table.sum(axis=0) > 0]
+    if table.shape[1] < 2:
+        return 0.0
+    n = table.sum()
+    expected = table.sum(axis=1, keepdims=True) * table.sum(axis=0, keepdims=True) / n
+    chi2 = float(((table - expected) ** 2 / expected).sum())
+    return math.sqrt(chi2 / n)  # min(rows, columns) − 1 = 1 for two rows
+
+
+def _fractions(counts: np.ndarray) -> list[float]:
+    total = counts.sum()
+    return [float(c) / total for c in counts.tolist()]
+
+
+def _finite(value: float) -> float | None:
+    return float(value) if math.isfinite(value) else None
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.3g}"
