@@ -28,7 +28,10 @@ def score_chart(points: list[dict[str, Any]], effects: dict[int, float], query: 
         return None
     columns = [p["column"] or {} for p in points]
     latest: dict[str, Any] = next((c for c in reversed(columns) if c.get("method")), {})
-    scores = [finite(c.get("score")) for c in columns]
+    # One axis, one test: a p-value and a distance do not share a scale. Checks scored by another
+    # test (a new reference can change evidently's choice) are left out of the line and counted.
+    same_test = [c.get("method") == latest.get("method") for c in columns]
+    scores = [finite(c.get("score")) if same else None for c, same in zip(columns, same_test, strict=True)]
     titles = [_point_title(p, effects.get(p["id"])) for p in points]
     times = [_seconds(p["window_end"]) for p in points]
     threshold = finite(latest.get("threshold"))
@@ -49,6 +52,7 @@ def score_chart(points: list[dict[str, Any]], effects: dict[int, float], query: 
     )
     if chart is not None:
         chart["svg"] = mark_safe(chart_svg(chart))  # noqa: S308 (every value is escaped in chart_svg)
+        chart["other_test"] = sum(1 for c, same in zip(columns, same_test, strict=True) if c and not same)
     return chart
 
 

@@ -102,3 +102,14 @@ def test_a_check_without_a_stored_distribution_says_so(staff: Client, story: dic
     CheckDistribution.objects.filter(quality_check=story["good"]).delete()  # an older check
     page = _page(staff, f"feature=x1&check={story['good'].pk}&range=all")
     assert "stored no distribution for x1" in page and 'class="bar-ref"' not in page
+
+
+def test_checks_scored_by_another_test_are_not_drawn_on_the_same_axis(
+    staff: Client, story: dict[str, Any]
+) -> None:
+    good = story["good"]
+    drift = good.drift
+    drift["columns"]["x1"].update(method="wasserstein", method_display="Wasserstein distance (normed)")
+    type(good).objects.filter(pk=good.pk).update(drift=drift)
+    page = _page(staff, "feature=x1&range=all")
+    assert page.count('class="pt s-realised"') == 1 and "1 check in this range used another test" in page
