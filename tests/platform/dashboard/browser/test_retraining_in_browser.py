@@ -19,8 +19,8 @@ from tests.platform.retraining.factories import RECIPE, drifted_model, retrainab
 from workers.placement.devices import GIB
 
 PASSWORD = "pw-browser-12345"
-# Long enough (a few hundred epochs of a small MLP) for several live refreshes during training.
-SLOW = replace(RECIPE, epochs=300, early_stopping_patience=0)
+# Long enough (a thousand epochs of a small MLP, tens of seconds) for many 2 s live refreshes.
+SLOW = replace(RECIPE, epochs=1000, early_stopping_patience=0)
 
 
 @pytest.fixture
@@ -88,17 +88,17 @@ def test_staff_trigger_a_retrain_and_watch_it_progress_to_success_without_reload
     page.wait_for_function(
         "() => { const p = document.querySelector('#model-retraining progress');"
         " return p && p.value > 0 && p.value < p.max; }",
-        timeout=120_000,
+        timeout=180_000,
     )
     first, epochs = _bar(page)
     tab.screenshot("retrain-in-progress")
     page.wait_for_function(
         f"() => {{ const p = document.querySelector('#model-retraining progress');"
         f" return p && p.value > {first}; }}",
-        timeout=120_000,
+        timeout=180_000,
     )
     page.wait_for_function(
-        "() => document.querySelector('#model-retraining .job-state.succeeded') !== null", timeout=180_000
+        "() => document.querySelector('#model-retraining .job-state.succeeded') !== null", timeout=300_000
     )
     assert _bar(page) == (epochs, epochs) and epochs == SLOW.epochs
     assert page.evaluate("window.__notReloaded === true")
