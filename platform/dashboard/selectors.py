@@ -126,10 +126,6 @@ def newest_labelled_time(*, model: RegisteredModel) -> datetime | None:
     return newest + timedelta(microseconds=1) if newest else None
 
 
-def check_for_window(*, model: RegisteredModel, spec: str, end: datetime) -> QualityCheck | None:
-    return QualityCheck.objects.filter(model=model, window_spec=spec, window_end=end).first()
-
-
 def newest_check_end(*, model: RegisteredModel) -> datetime | None:
     return (
         QualityCheck.objects.filter(model=model)

@@ -153,7 +153,7 @@ def model_check_run(request: HttpRequest, name: str) -> HttpResponse:
     # draw a false dip. The same window twice is the same check, not a new one.
     end = selectors.newest_labelled_time(model=model) or timezone.now()
     window = scheduled_window(policy_for(model), end)
-    existing = selectors.check_for_window(model=model, spec=window.spec, end=window.end)
+    existing = monitoring_selectors.check_for_window(model=model, spec=window.spec, end=window.end)
     if existing is not None:
         messages.info(
             request,

@@ -15,8 +15,8 @@ from core.errors import FieldError, InvalidInput
 from core.serializers import BODY, NAMED, error_responses
 from monitoring import services
 from monitoring.checks import check_labels_refresh, quality_check_run
-from monitoring.models import Alert, AlertState, CheckState, QualityCheck
-from monitoring.selectors import policy_for
+from monitoring.models import AlertState, CheckState
+from monitoring.selectors import check_for_window, checks_list, model_alerts, policy_for
 from monitoring.serializers import (
     AlertOut,
     CheckIn,
@@ -122,14 +122,8 @@ class ChecksView(ScopedAPIView):
         model = model_get(name=name)
         start = _parse_time(request.query_params.get("start"), "start")
         end = _parse_time(request.query_params.get("end"), "end")
-        checks = (
-            QualityCheck.objects.filter(model=model).select_related("model", "version").order_by("window_end")
-        )
-        if start:
-            checks = checks.filter(window_end__gte=start)
-        if end:
-            checks = checks.filter(window_end__lte=end)
-        return Response(CheckOut(checks[:1000], many=True).data)
+        checks = checks_list(model=model, start=start, end=end)
+        return Response(CheckOut(checks, many=True).data)
 
     @extend_schema(
         request={"application/json": CheckIn},
@@ -142,9 +136,7 @@ class ChecksView(ScopedAPIView):
     def post(self, request: Request, name: str) -> Response:
         model = model_get(name=name)
         window = _check_window(model, json_body(request))
-        existing = QualityCheck.objects.filter(
-            model=model, window_spec=window.spec, window_end=window.end, state=CheckState.DONE
-        ).first()
+        existing = check_for_window(model=model, spec=window.spec, end=window.end, state=CheckState.DONE)
         if existing is not None:
             check_labels_refresh(check=existing)
             check = existing
@@ -165,14 +157,12 @@ class AlertsView(ScopedAPIView):
         responses={200: AlertOut(many=True), **error_responses(400, *NAMED)},
     )
     def get(self, request: Request, name: str) -> Response:
-        alerts = Alert.objects.filter(model=model_get(name=name)).select_related("model")
-        state = request.query_params.get("state")
-        if state:
-            if state not in AlertState.values:
-                message = f"must be one of {', '.join(AlertState.values)}"
-                raise InvalidInput([FieldError(None, "state", message)])
-            alerts = alerts.filter(state=state)
-        return Response(AlertOut(alerts[:1000], many=True).data)
+        model = model_get(name=name)
+        state = request.query_params.get("state") or None
+        if state is not None and state not in AlertState.values:
+            message = f"must be one of {', '.join(AlertState.values)}"
+            raise InvalidInput([FieldError(None, "state", message)])
+        return Response(AlertOut(model_alerts(model=model, state=state), many=True).data)
 
 
 class PolicyView(ScopedAPIView):

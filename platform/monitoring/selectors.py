@@ -31,6 +31,29 @@ def latest_done_check(*, model: RegisteredModel) -> QualityCheck | None:
     return QualityCheck.objects.filter(model=model, state=CheckState.DONE).order_by("-window_end").first()
 
 
+def checks_list(
+    *, model: RegisteredModel, start: datetime | None = None, end: datetime | None = None, limit: int = 1000
+) -> list[QualityCheck]:
+    """The model's checks, oldest window first; ``start``/``end`` keep those whose window ends
+    within them."""
+    checks = QualityCheck.objects.filter(model=model).select_related("model", "version")
+    if start is not None:
+        checks = checks.filter(window_end__gte=start)
+    if end is not None:
+        checks = checks.filter(window_end__lte=end)
+    return list(checks.order_by("window_end")[:limit])
+
+
+def check_for_window(
+    *, model: RegisteredModel, spec: str, end: datetime, state: str | None = None
+) -> QualityCheck | None:
+    """The check stored for that window (in that state, if given)."""
+    checks = QualityCheck.objects.filter(model=model, window_spec=spec, window_end=end)
+    if state is not None:
+        checks = checks.filter(state=state)
+    return checks.first()
+
+
 def alert_get(*, alert_id: int) -> Alert:
     alert = Alert.objects.select_related("model").filter(pk=alert_id).first()
     if alert is None:
@@ -59,6 +82,14 @@ def alerts_list(
     )
     queryset = queryset.annotate(rank=rank, cooldown=cooldown)
     return list(queryset.order_by("rank", "-opened_at")[:limit])
+
+
+def model_alerts(*, model: RegisteredModel, state: str | None = None, limit: int = 1000) -> list[Alert]:
+    """The model's alerts, newest first (the API's order), in one state if given."""
+    alerts = Alert.objects.filter(model=model).select_related("model")
+    if state is not None:
+        alerts = alerts.filter(state=state)
+    return list(alerts.order_by("-opened_at")[:limit])
 
 
 def alert_counts() -> dict[str, int]:

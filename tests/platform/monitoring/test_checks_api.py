@@ -51,6 +51,33 @@ def test_alerts_endpoint_lists_the_opened_alert(client_for: Callable[[str], APIC
     assert "accuracy_drop" in [a["kind"] for a in alerts]
 
 
+def test_get_checks_keeps_those_ending_by_end(client_for: Callable[[str], APIClient], sea: object) -> None:
+    ingest = client_for("ingest")
+    for minutes in (5, 10):
+        ingest.post(
+            "/api/v1/models/sea/checks",
+            {"start": T0.isoformat(), "end": (T0 + timedelta(minutes=minutes)).isoformat()},
+            format="json",
+        )
+    end = (T0 + timedelta(minutes=6)).isoformat().replace("+", "%2B")
+    listed = client_for("read").get(f"/api/v1/models/sea/checks?end={end}")
+    assert [c["n_samples"] for c in listed.json()] == [300]
+
+
+def test_alerts_state_filter_leaves_other_states_out(
+    client_for: Callable[[str], APIClient], sea: object
+) -> None:
+    client_for("ingest").post(
+        "/api/v1/models/sea/checks", {"end": (T0 + timedelta(hours=1)).isoformat()}, format="json"
+    )
+    reader = client_for("read")
+    every = reader.get("/api/v1/models/sea/alerts").json()
+    assert "accuracy_drop" in [a["kind"] for a in every]
+    assert reader.get("/api/v1/models/sea/alerts?state=resolved").json() == []
+    opened = [a["opened_at"] for a in every]
+    assert opened == sorted(opened, reverse=True)
+
+
 def test_check_with_start_after_end_is_a_400(client_for: Callable[[str], APIClient], sea: object) -> None:
     body = {"start": (T0 + timedelta(hours=1)).isoformat(), "end": T0.isoformat()}
     response = client_for("ingest").post("/api/v1/models/sea/checks", body, format="json")
