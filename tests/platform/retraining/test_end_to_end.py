@@ -163,7 +163,9 @@ def test_a_killed_training_worker_is_reaped_and_the_job_completes(
     from workers.celery_app import app
 
     app.control.purge()
-    slow = replace(RECIPE, epochs=80, early_stopping_patience=0)
+    # Long enough to be seen running (80 epochs of this MLP train in 0.4 s on an idle machine), short
+    # enough for the second attempt under load: about 10 s idle.
+    slow = replace(RECIPE, epochs=2000, early_stopping_patience=0)
     model = drifted_model(recipe=slow)
     first = _worker_process(tmp_path / "worker1.log")
     try:
