@@ -28,14 +28,18 @@ def test_post_check_runs_it_now_over_a_range(client_for: Callable[[str], APIClie
     assert check["decisions"]["accuracy_drop"] is True
 
 
-def test_get_checks_lists_them_over_time(client_for: Callable[[str], APIClient], sea: object) -> None:
-    ingest = client_for("ingest")
-    for minutes in (5, 10):
+def _check_ranges(ingest: APIClient, minutes: tuple[int, ...]) -> None:
+    """Checks over T0 .. T0 + each of ``minutes``."""
+    for m in minutes:
         ingest.post(
             "/api/v1/models/sea/checks",
-            {"start": T0.isoformat(), "end": (T0 + timedelta(minutes=minutes)).isoformat()},
+            {"start": T0.isoformat(), "end": (T0 + timedelta(minutes=m)).isoformat()},
             format="json",
         )
+
+
+def test_get_checks_lists_them_over_time(client_for: Callable[[str], APIClient], sea: object) -> None:
+    _check_ranges(client_for("ingest"), minutes=(5, 10))
     listed = client_for("read").get(
         f"/api/v1/models/sea/checks?start={(T0 + timedelta(minutes=6)).isoformat().replace('+', '%2B')}"
     )
@@ -52,13 +56,7 @@ def test_alerts_endpoint_lists_the_opened_alert(client_for: Callable[[str], APIC
 
 
 def test_get_checks_keeps_those_ending_by_end(client_for: Callable[[str], APIClient], sea: object) -> None:
-    ingest = client_for("ingest")
-    for minutes in (5, 10):
-        ingest.post(
-            "/api/v1/models/sea/checks",
-            {"start": T0.isoformat(), "end": (T0 + timedelta(minutes=minutes)).isoformat()},
-            format="json",
-        )
+    _check_ranges(client_for("ingest"), minutes=(5, 10))
     end = (T0 + timedelta(minutes=6)).isoformat().replace("+", "%2B")
     listed = client_for("read").get(f"/api/v1/models/sea/checks?end={end}")
     assert [c["n_samples"] for c in listed.json()] == [300]
