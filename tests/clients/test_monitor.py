@@ -311,3 +311,17 @@ def test_a_forked_child_sends_only_its_own_items_and_the_parent_sends_its_own_on
     assert sorted(server.ids()) == ["child-0", "child-1", "parent-0", "parent-1", "parent-2"]
     assert monitor.stats().sent == 3
     monitor.close()
+
+
+def test_an_array_of_probabilities_is_named_by_the_monitors_classes(server: FakeServer) -> None:
+    import numpy as np
+
+    classes = np.array(["no", "yes"])
+    monitor = _monitor(server.url, classes=classes)
+    proba = np.array([0.25, 0.75])
+    monitor.log_prediction("r1", {"age": np.int64(41)}, classes[proba.argmax()], proba)
+    assert monitor.flush(5)
+    assert server.received[0].rows[0]["features"] == {"age": 41}
+    assert server.received[0].rows[0]["prediction"] == "yes"
+    assert server.received[0].rows[0]["probabilities"] == {"no": 0.25, "yes": 0.75}
+    monitor.close()
