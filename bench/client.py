@@ -114,7 +114,7 @@ def bench_outage(seconds: float, rate: float) -> None:
           f"({monitor.max_queue_size:,} items, {monitor.max_queue_bytes / 2**20:.0f} MiB); "
           f"stated bound on growth {bound / 2**20:.1f} MiB")  # fmt: skip
     while (elapsed := time.monotonic() - start) < seconds:
-        due = int(elapsed * rate)
+        due = min(int(elapsed * rate), i + int(rate / 10))  # small steps: the reports stay on time
         while i < due:
             monitor.log_prediction(f"out-{i}", features(i), "pos", {"neg": 0.3, "pos": 0.7})
             i += 1
@@ -214,7 +214,7 @@ def bench_restart(seconds: float, rate: float) -> None:
     stored, distinct = rows.count(), rows.aggregate(n=Count("sample_id", distinct=True))["n"]
     labels = GroundTruth.objects.filter(model__name=MODEL).count()
     print(f"  logged {logged:,} predictions + {logged:,} labels at {rate:,.0f}/s; flush {flushed} in {drained:.1f} s; "
-          f"retried requests {stats.retried:,}; dropped {stats.dropped}")  # fmt: skip
+          f"retried requests {stats.retried:,}; dropped {stats.dropped}; last error {stats.last_error!r}")  # fmt: skip
     print(f"  stored {stored:,} predictions ({distinct:,} distinct ids), {labels:,} labels: "
           f"lost {logged - distinct:,}, duplicated {stored - distinct:,}; "
           f"server-reported duplicates (re-sent, deduplicated) {stats.duplicates:,}")  # fmt: skip
