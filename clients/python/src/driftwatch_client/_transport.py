@@ -123,6 +123,7 @@ class Transport:
             try:
                 return self._once(path, body)
             except (OSError, http.client.HTTPException) as exc:  # timeouts are OSErrors
+                # A timed-out request may have been stored: the retry is safe, the server dedups by id.
                 # A kept-alive socket the server closed while idle fails at once: one fresh try.
                 self.close()
                 error = f"{type(exc).__name__}: {exc}"

@@ -73,7 +73,7 @@ class Monitor:
         max_batch_age: float = 1.0,
         max_queue_size: int = 100_000,
         max_queue_bytes: int = 64 * 1024 * 1024,
-        timeout: float = 10.0,
+        timeout: float = 30.0,
         backoff_base: float = 0.25,
         backoff_max: float = 10.0,
         retry_after_max: float = 60.0,
