@@ -5,7 +5,7 @@
    Target: p99 ≤ 50 µs.
 2. outage memory: --outage-seconds of steady logging (--rate per second) with the server down
    and the default queue bounds; RSS and traced memory sampled every 10 s. The stated bound:
-   growth ≤ max_queue_bytes + 200 B × max_queue_size, flat once the queue is full.
+   growth ≤ max_queue_bytes + 256 B × max_queue_size, flat once the queue is full.
 3. restart: the platform's gunicorn on PostgreSQL (its own `<db>_bench` database) stopped for
    --restart-seconds while the client keeps logging, then started again: rows lost / duplicated.
    Skipped with --restart-seconds 0.
@@ -42,7 +42,7 @@ FEATURES = [{"name": n, "type": "numerical"} for n in NUMERIC] + [
     {"name": "channel", "type": "categorical"},
 ]
 CLASSES = ["neg", "pos"]
-PER_ITEM_OVERHEAD = 200  # bytes of bookkeeping per queued item (tuple, bytes header, deque slot)
+PER_ITEM_OVERHEAD = 256  # bytes of bookkeeping per queued item (tuple, bytes header, deque slot)
 
 
 def features(i: int) -> dict[str, Any]:

@@ -86,9 +86,9 @@ def test_logging_imports_neither_numpy_nor_torch_nor_pandas() -> None:
 
 
 # The bound stated for an outage: traced memory grows by at most the queue's byte bound plus
-# 200 bytes of bookkeeping per queued item (the item tuple, its bytes object header, the deque
+# 256 bytes of bookkeeping per queued item (the item tuple, its bytes object header, the deque
 # slot), and stops growing once the queue is full, however long the outage lasts.
-PER_ITEM_OVERHEAD = 200
+PER_ITEM_OVERHEAD = 256
 
 
 def test_memory_stops_growing_at_the_queue_bound_during_an_outage() -> None:
