@@ -16,9 +16,8 @@ import numpy as np
 import pandas as pd
 
 from workers.drift.columns import column_names
-from workers.features.registry import ColumnType, check_column_types, feature_type
+from workers.features.registry import BUILTINS, ColumnType, check_column_types, feature_type
 
-BUILTIN_TYPES = ("numerical", "categorical")
 _FORMAT_VERSION = 1
 
 
@@ -89,7 +88,7 @@ class ReferenceSummary:
         named ``f"{array_prefix}{suffix}:{column}"`` (format 1: numerical's are ``num:<name>``).
         """
         meta: dict[str, Any] = {"version": _FORMAT_VERSION, "n_rows": self.n_rows, "columns": self.columns}
-        meta |= {name: {} for name in BUILTIN_TYPES}  # format 1 always lists both
+        meta |= {name: {} for name in BUILTINS}  # format 1 always lists both
         arrays: dict[str, np.ndarray] = {}
         for name, summary in self.summaries.items():
             kind = feature_type(self.columns[name])

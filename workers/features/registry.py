@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 # Literal cannot list them; every lookup checks the name instead.
 ColumnType = str
 
-BUILTIN_MODULES = ("workers.features.numerical", "workers.features.categorical")
+# The built-in types and their modules, listed first (in this order) whoever imports them first.
+BUILTINS = {"numerical": "workers.features.numerical", "categorical": "workers.features.categorical"}
 _REGISTRY: dict[str, FeatureKind[Any]] = {}
 _builtins_loaded = False
 
@@ -43,7 +44,7 @@ def _load_builtins() -> None:
     global _builtins_loaded
     if not _builtins_loaded:
         _builtins_loaded = True
-        for module in BUILTIN_MODULES:
+        for module in BUILTINS.values():
             importlib.import_module(module)
 
 
@@ -59,9 +60,10 @@ def feature_type(name: str) -> FeatureKind[Any]:
 
 
 def feature_type_names() -> list[str]:
-    """Registered type names, in registration order (the built-ins first)."""
+    """Registered type names: the built-ins first, then the others in registration order."""
     _load_builtins()
-    return list(_REGISTRY)
+    builtins = [name for name in BUILTINS if name in _REGISTRY]
+    return builtins + [name for name in _REGISTRY if name not in BUILTINS]
 
 
 def check_column_types(columns: dict[str, str]) -> None:
