@@ -17,7 +17,7 @@ from workers.drift.dle import LossEstimator, fit_loss_estimator
 from workers.drift.estimation import ConfidenceCalibrator, calibration_problem, fit_confidence_calibrator
 from workers.drift.multivariate import PcaDrift, fit_pca_drift
 from workers.drift.quality import classification_metrics, regression_metrics
-from workers.features import ColumnType, check_column_types
+from workers.features import ColumnType, check_column_types, prediction_type
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ def drift_columns(model: RegisteredModel, frame: pd.DataFrame) -> dict[str, Colu
     """Features plus the prediction column, when the data has predictions."""
     columns = feature_columns(model)
     if PREDICTION in frame.columns and frame[PREDICTION].notna().any():
-        columns[PREDICTION] = "categorical" if model.is_classification else "numerical"
+        columns[PREDICTION] = prediction_type(model.task)
     return columns
 
 

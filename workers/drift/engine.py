@@ -12,7 +12,7 @@ from workers.drift.columns import Columns, column_values
 from workers.drift.multivariate import MultivariateDriftDict
 from workers.drift.stats import STATTESTS, StatTest
 from workers.drift.summary import ReferenceSummary, _check_columns, summarize_reference
-from workers.features.registry import ColumnType, feature_type
+from workers.features.registry import ColumnType, feature_type, prediction_type
 
 
 class ColumnDriftDict(TypedDict):
@@ -163,7 +163,7 @@ def prediction_drift(
     """Drift of the model's output: categorical for classification, numerical for regression."""
     if task not in ("classification", "regression"):
         raise ValueError(f"task must be 'classification' or 'regression', got {task!r}")
-    kind: ColumnType = "categorical" if task == "classification" else "numerical"
+    kind = prediction_type(task)
     ref = reference if isinstance(reference, ReferenceSummary) else pd.DataFrame({column: reference})
     return data_drift(ref, pd.DataFrame({column: current}), {column: kind}).columns[column]
 

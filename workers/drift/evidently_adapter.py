@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from workers.features.registry import ColumnType, feature_type
+from workers.features.registry import ColumnType, feature_type, prediction_type
 
 _VALUE_DRIFT = "evidently:metric_v2:ValueDrift"
 _EVIDENTLY_TYPES = {"number": "numerical", "category": "categorical"}
@@ -203,7 +203,7 @@ def _drift_types(reference_df: pd.DataFrame, columns: ReportColumns) -> dict[str
     typed: dict[str, ColumnType] = dict(columns.features)
     if columns.prediction in reference_df and reference_df[columns.prediction].notna().any():
         shown = _PREDICTION if _PREDICTION not in typed else columns.prediction
-        typed[shown] = "categorical" if columns.task == "classification" else "numerical"
+        typed[shown] = prediction_type(columns.task)
     return typed
 
 

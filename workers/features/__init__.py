@@ -15,6 +15,7 @@ from workers.features.registry import (
     check_column_types,
     feature_type,
     feature_type_names,
+    prediction_type,
     register_feature_type,
     unregister_feature_type,
 )
@@ -29,6 +30,7 @@ __all__ = [
     "check_column_types",
     "feature_type",
     "feature_type_names",
+    "prediction_type",
     "register_feature_type",
     "unregister_feature_type",
 ]

@@ -72,3 +72,9 @@ def check_column_types(columns: dict[str, str]) -> None:
     bad = {name: kind for name, kind in columns.items() if kind not in names}
     if bad:
         raise UnknownFeatureType(f"unknown feature types {bad} (registered: {sorted(names)})")
+
+
+def prediction_type(task: str) -> ColumnType:
+    """The type a model's output is tested as: a class label is categorical, a regression's
+    number numerical (the one place that says so)."""
+    return "categorical" if task == "classification" else "numerical"
