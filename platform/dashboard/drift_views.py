@@ -16,6 +16,7 @@ from monitoring.models import QualityCheck
 from registry.models import RegisteredModel
 from registry.reference import PREDICTION
 from registry.selectors import model_get
+from workers.features import feature_type
 
 SERIES_CHECKS = 500  # the newest checks in the range drawn as points
 TABLE_CHECKS = 50
@@ -73,6 +74,10 @@ def _distribution_context(check: QualityCheck, stored: str) -> dict[str, Any]:
     return {
         "check_column": monitoring_selectors.check_column_drift(check=check, column=stored),
         "distribution": distribution,
+        # What the bars leave unsaid, in the column's type's words (numerical: the tails).
+        "distribution_note": feature_type(distribution["column_type"]).distribution_note
+        if distribution
+        else None,
         "histogram": feature_drift.histogram(distribution) if distribution else None,
         "effects": feature_drift.effect_rows(distribution) if distribution else [],
     }

@@ -256,6 +256,9 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = 8 * 1024 * 1024
 # A check "running" this long under another task is taken as killed: the reaper re-enqueues it
 # and any worker may take it over. A redelivery of the same task takes over at once.
 DRIFTWATCH_CHECK_STALE_SECONDS = env_int("DRIFTWATCH_CHECK_STALE_SECONDS", 15 * 60, low=1)
+# Where checks read a window's samples from: a name in monitoring.samples' registry ("relational":
+# the PredictionSample/GroundTruth tables). An unknown name fails the first load, naming the known.
+DRIFTWATCH_SAMPLE_SOURCE = env_str("DRIFTWATCH_SAMPLE_SOURCE", "relational")
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["core.auth.BearerTokenAuthentication"],

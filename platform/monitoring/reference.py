@@ -3,7 +3,7 @@ the drift summary (a file), the confidence calibrator (CBPE) and the baseline me
 
 import functools
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -17,7 +17,7 @@ from workers.drift.dle import LossEstimator, fit_loss_estimator
 from workers.drift.estimation import ConfidenceCalibrator, calibration_problem, fit_confidence_calibrator
 from workers.drift.multivariate import PcaDrift, fit_pca_drift
 from workers.drift.quality import classification_metrics, regression_metrics
-from workers.drift.summary import ColumnType
+from workers.features import ColumnType, check_column_types, prediction_type
 
 
 @dataclass(frozen=True)
@@ -36,13 +36,16 @@ def drift_columns(model: RegisteredModel, frame: pd.DataFrame) -> dict[str, Colu
     """Features plus the prediction column, when the data has predictions."""
     columns = feature_columns(model)
     if PREDICTION in frame.columns and frame[PREDICTION].notna().any():
-        columns[PREDICTION] = "categorical" if model.is_classification else "numerical"
+        columns[PREDICTION] = prediction_type(model.task)
     return columns
 
 
 def feature_columns(model: RegisteredModel) -> dict[str, ColumnType]:
-    """The schema's features as the drift engine's column types (validated at registration)."""
-    return {name: cast(ColumnType, kind) for name, kind in model.feature_types.items()}
+    """The schema's features as the drift engine's column types (registered feature types:
+    validated at registration, and an unregistered one raises here rather than fall back)."""
+    columns = model.feature_types
+    check_column_types(columns)
+    return columns
 
 
 def reference_state(*, model: RegisteredModel) -> ReferenceState | None:

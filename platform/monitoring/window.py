@@ -1,10 +1,13 @@
-"""Loads one window of predictions, joined with their labels, as flat columns (one SQL query).
+"""Loads one window of predictions, joined with their labels, as flat columns.
 
-Feature values, predictions, probabilities and labels are extracted from JSON in the database
-(->> on PostgreSQL, json_extract on SQLite), so no per-row JSON parsing happens in Python.
+``window_load`` asks the configured sample source (``monitoring.samples``). The relational one
+is here: one SQL query, feature values, predictions, probabilities and labels extracted from JSON
+in the database (->> on PostgreSQL, json_extract on SQLite), so no per-row JSON parsing happens
+in Python, each feature typed by its feature type.
 """
 
 import io
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -14,8 +17,14 @@ import pandas as pd
 from django.db import connection
 
 from monitoring.models import MonitoringPolicy, WindowKind
+from monitoring.samples import SampleColumns, WindowBounds, register_sample_source, sample_source
 from registry.models import RegisteredModel
 from registry.reference import LABEL, PREDICTION, PROBA_PREFIX, WINDOW_COLUMNS
+from workers.features import FeatureKind, feature_type
+
+Kinds = dict[str, FeatureKind[Any]]
+# The CSV reader's dtype for a type stored as Python objects: the text as it is.
+_CSV_DTYPES = {"object": "str"}
 
 
 @dataclass
@@ -37,9 +46,9 @@ def _json_text(column: str, key: str | None, params: list[Any]) -> str:
     return f"json_extract({column}, %s)"
 
 
-def _select_list(model: RegisteredModel, params: list[Any]) -> tuple[list[str], list[str]]:
+def _select_list(model: RegisteredModel, kinds: Kinds, params: list[Any]) -> tuple[list[str], list[str]]:
     names, sql = [], []
-    for name in model.feature_types:
+    for name in kinds:
         names.append(name)
         sql.append(_json_text("s.features", name, params))
     names += [PREDICTION, LABEL]
@@ -61,17 +70,50 @@ def window_load(
     end: datetime,
     last_n: int | None = None,
     labelled_only: bool = False,
+    columns: Sequence[str] | None = None,
 ) -> Window:
     """Samples with start <= timestamp < end (or the last_n before end), labels left-joined;
     with labelled_only, the last_n newest samples that have a label (realised quality on the
-    newest N truths, not on N samples of which only N minus the label delay are labelled)."""
-    params: list[Any] = []
-    names, columns = _select_list(model, params)
-    sql = _window_sql(model, ", ".join(columns), params, start, end, last_n, labelled_only)
-    frame = _typed(_fetch_frame(sql, params, names, _csv_dtypes(model)), model)
+    newest N truths, not on N samples of which only N minus the label delay are labelled).
+    Read from the configured sample source; ``columns``: the features to read (None: all)."""
+    bounds = WindowBounds(start, end, last_n, labelled_only)
+    frame = sample_source().load(model=model, window=bounds, columns=columns).to_frame()
     if start is None:
         start = frame["timestamp"].min() if len(frame) else end
     return Window(frame, start, end)
+
+
+class RelationalSampleSource:
+    """The first sample source: PredictionSample left-joined with GroundTruth, in one query."""
+
+    def load(
+        self, *, model: RegisteredModel, window: WindowBounds, columns: Sequence[str] | None = None
+    ) -> SampleColumns:
+        kinds = _feature_kinds(model, columns)
+        params: list[Any] = []
+        names, select = _select_list(model, kinds, params)
+        sql = _window_sql(
+            model, ", ".join(select), params, window.start, window.end, window.last_n, window.labelled_only
+        )
+        frame = _typed(_fetch_frame(sql, params, names, _csv_dtypes(model, kinds)), model, kinds)
+        return SampleColumns({name: _array(frame[name]) for name in frame.columns})
+
+
+register_sample_source("relational", RelationalSampleSource)
+
+
+def _feature_kinds(model: RegisteredModel, columns: Sequence[str] | None) -> Kinds:
+    """The features to read with their types (an unknown type or feature name raises)."""
+    types = model.feature_types
+    unknown = [name for name in columns or [] if name not in types]
+    if unknown:
+        raise ValueError(f"not features of {model.name!r}: {unknown}")
+    return {name: feature_type(types[name]) for name in (types if columns is None else columns)}
+
+
+def _array(series: pd.Series) -> Any:
+    # numpy where it can hold the values (no copy); pandas' own array for aware datetimes.
+    return series.array if isinstance(series.dtype, pd.api.extensions.ExtensionDtype) else series.to_numpy()
 
 
 def _window_sql(
@@ -118,13 +160,14 @@ def _db_time(value: datetime) -> Any:
     return connection.ops.adapt_datetimefield_value(value)
 
 
-def _csv_dtypes(model: RegisteredModel) -> dict[str, str]:
-    """Parse numbers as float64 in the C parser: far cheaper than strings converted later."""
-    floats = [n for n, t in model.feature_types.items() if t == "numerical"]
-    floats += [PROBA_PREFIX + str(c) for c in model.classes]
+def _csv_dtypes(model: RegisteredModel, kinds: Kinds) -> dict[str, str]:
+    """Parse numbers as float64 in the C parser: far cheaper than strings converted later; each
+    feature as its type's storage dtype."""
+    dtypes = {name: _CSV_DTYPES.get(kind.storage_dtype, kind.storage_dtype) for name, kind in kinds.items()}
+    floats = [PROBA_PREFIX + str(c) for c in model.classes]
     if not model.is_classification:
         floats += [PREDICTION, LABEL]
-    return {name: "float64" for name in floats}
+    return dtypes | {name: "float64" for name in floats}
 
 
 def _fetch_frame(sql: str, params: list[Any], names: list[str], dtypes: dict[str, str]) -> pd.DataFrame:
@@ -147,12 +190,9 @@ def _fetch_frame(sql: str, params: list[Any], names: list[str], dtypes: dict[str
     return pd.read_csv(buffer, names=names, header=None, dtype=dtype, keep_default_na=False, na_values=[""])
 
 
-def _typed(frame: pd.DataFrame, model: RegisteredModel) -> pd.DataFrame:
-    for name, kind in model.feature_types.items():
-        if kind == "numerical":
-            frame[name] = pd.to_numeric(frame[name], errors="coerce").astype("float64")
-        else:
-            frame[name] = frame[name].astype("object").where(frame[name].notna(), None)
+def _typed(frame: pd.DataFrame, model: RegisteredModel, kinds: Kinds) -> pd.DataFrame:
+    for name, kind in kinds.items():
+        frame[name] = kind.column(frame[name])
     for cls in model.classes:
         frame[PROBA_PREFIX + str(cls)] = pd.to_numeric(frame[PROBA_PREFIX + str(cls)], errors="coerce")
     if model.is_classification:

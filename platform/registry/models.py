@@ -6,6 +6,8 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
 
+from workers.features import feature_type_names
+
 MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 model_name_validator = RegexValidator(
     MODEL_NAME,
@@ -18,9 +20,10 @@ class Task(models.TextChoices):
     REGRESSION = "regression"
 
 
-class FeatureType(models.TextChoices):
-    NUMERICAL = "numerical"
-    CATEGORICAL = "categorical"
+def feature_type_choices() -> list[tuple[str, str]]:
+    """The feature types registered in ``workers.features`` (not a DB field's choices: a model's
+    ``features`` is JSON validated against the registry, so a new type needs no migration)."""
+    return [(name, name) for name in feature_type_names()]
 
 
 class RegisteredModel(models.Model):

@@ -18,6 +18,7 @@ from registry.schema import (
     clean_probabilities,
     clean_target,
 )
+from workers.features import InvalidValue
 
 LABEL = "__label__"
 PREDICTION = "__prediction__"
@@ -60,11 +61,8 @@ def clean_reference_rows(rows: list[Any], schema: Schema) -> pd.DataFrame:
 
 def _frame(records: list[dict[str, Any]], schema: Schema) -> pd.DataFrame:
     frame = pd.DataFrame.from_records(records)
-    for name, kind in schema.feature_types.items():
-        if kind == "numerical":
-            frame[name] = pd.to_numeric(frame[name], errors="coerce").astype("float64")
-        else:
-            frame[name] = frame[name].astype("object")
+    for name, kind in schema.feature_kinds.items():
+        frame[name] = kind.column(frame[name])
     return frame
 
 
@@ -103,17 +101,15 @@ def _csv_rows(reader: "csv.DictReader[str]", schema: Schema) -> list[dict[str, A
 
 def _csv_row(i: int, line: dict[str, str], schema: Schema, errors: Collector) -> dict[str, Any]:
     features: dict[str, Any] = {}
-    for name, kind in schema.feature_types.items():
+    for name, kind in schema.feature_kinds.items():
         text = (line.get(name) or "").strip()
         if text == "":
             features[name] = None
-        elif kind == "numerical":
-            try:
-                features[name] = float(text)
-            except ValueError:
-                errors.add(i, f"features.{name}", f"not a number: {text[:40]!r}")
-        else:
-            features[name] = text
+            continue
+        try:
+            features[name] = kind.parse_text(text)
+        except InvalidValue as exc:
+            errors.add(i, f"features.{name}", exc.message)
     row: dict[str, Any] = {"features": features, "label": _csv_target(line.get("label"), schema)}
     if line.get("prediction"):
         row["prediction"] = _csv_target(line["prediction"], schema)

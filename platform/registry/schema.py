@@ -4,18 +4,20 @@ Shared by the reference upload (registry) and prediction/label ingestion (monito
 collecting every error with its row and field.
 """
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
 
 from core.errors import FieldError, InvalidInput
 from registry.models import RegisteredModel
+from workers.features import FeatureKind, InvalidValue, feature_type
+from workers.features.categorical import MAX_CATEGORY_CHARS
+from workers.features.numerical import is_number
+
+__all__ = ["MAX_CATEGORY_CHARS", "is_number"]  # re-exported: the feature types own them
 
 PROBABILITY_SUM_TOLERANCE = 1e-3
-
-
-# Category values are labels, not documents: longer ones are refused (and would bloat every window).
-MAX_CATEGORY_CHARS = 1000
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,11 @@ class Schema:
     @property
     def is_classification(self) -> bool:
         return self.task == "classification"
+
+    @functools.cached_property
+    def feature_kinds(self) -> dict[str, FeatureKind[Any]]:
+        """Each feature's registered type (an unknown type raises: never a silent fallback)."""
+        return {name: feature_type(kind) for name, kind in self.feature_types.items()}
 
     def class_lookup(self) -> dict[str, Any]:
         """Class labels by their string form: JSON object keys (probabilities) are strings."""
@@ -58,10 +65,6 @@ class Collector:
         return True
 
 
-def is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
 def clean_features(value: Any, row: int, errors: Collector, schema: Schema) -> dict[str, Any] | None:
     """Missing values are allowed as null; non-finite numbers count as missing (stored as null)."""
     if not isinstance(value, dict):
@@ -78,28 +81,15 @@ def clean_features(value: Any, row: int, errors: Collector, schema: Schema) -> d
     if not ok:
         return None
     clean: dict[str, Any] = {}
-    for name, kind in types.items():
+    for name, kind in schema.feature_kinds.items():
         item = value[name]
         if item is None:
             clean[name] = None
-        elif kind == "numerical":
-            if not is_number(item):
-                errors.add(row, f"features.{name}", f"numerical feature got {type(item).__name__}")
-                ok = False
-                continue
-            clean[name] = item if math.isfinite(item) else None
-        elif isinstance(item, str):
-            if len(item) > MAX_CATEGORY_CHARS:
-                errors.add(row, f"features.{name}", f"at most {MAX_CATEGORY_CHARS} characters")
-                ok = False
-                continue
-            clean[name] = item
-        elif isinstance(item, int) and not isinstance(item, bool):
-            clean[name] = str(item)
-        elif isinstance(item, bool):
-            clean[name] = "true" if item else "false"
-        else:
-            errors.add(row, f"features.{name}", f"categorical feature got {type(item).__name__}")
+            continue
+        try:
+            clean[name] = kind.clean(item)
+        except InvalidValue as exc:
+            errors.add(row, f"features.{name}", exc.message)
             ok = False
     return clean if ok else None
 

@@ -1,14 +1,24 @@
 """What the registry's endpoints take and return: one definition each, rendered and documented."""
 
+from typing import Any
+
 from rest_framework import serializers
 
 from core.serializers import IsoDateTimeField
-from registry.models import FeatureType, ModelVersion, Task
+from registry.models import ModelVersion, Task, feature_type_choices
+
+
+class FeatureTypeField(serializers.ChoiceField):
+    """The registered feature types, read when the serializer is built (a type registered
+    after start-up is listed too: DRF rebuilds a field from its arguments per serializer)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(feature_type_choices(), **kwargs)
 
 
 class FeatureSerializer(serializers.Serializer):
     name = serializers.CharField()
-    type = serializers.ChoiceField(FeatureType.values)
+    type = FeatureTypeField()
 
 
 class ModelIn(serializers.Serializer):

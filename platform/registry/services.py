@@ -15,7 +15,6 @@ from django.utils import timezone
 from core.errors import Conflict, FieldError, InvalidInput
 from registry.models import (
     MODEL_NAME,
-    FeatureType,
     ModelVersion,
     ReferenceDataset,
     RegisteredModel,
@@ -33,6 +32,7 @@ from registry.reference import (
 )
 from registry.schema import model_schema
 from workers.drift.estimation import calibration_problem
+from workers.features import feature_type_names
 
 # Names and labels are identifiers shown in tables; descriptions are a paragraph, not a file.
 MAX_NAME_CHARS = 200
@@ -67,8 +67,8 @@ def _schema_errors(data: dict[str, Any]) -> list[FieldError]:
                 FieldError(i, "features.name", f"reserved name {feature['name']!r} (reserved: {RESERVED})")
             )
         seen.add(feature["name"])
-        if feature.get("type") not in FeatureType.values:
-            errors.append(FieldError(i, "features.type", f"must be one of {FeatureType.values}"))
+        if feature.get("type") not in (types := feature_type_names()):
+            errors.append(FieldError(i, "features.type", f"must be one of {types}"))
     classes = data.get("classes") or []
     if data.get("task") == Task.CLASSIFICATION:
         if (

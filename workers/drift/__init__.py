@@ -5,7 +5,11 @@
 - ``quality``: metrics with labels; ``estimation``: label-free accuracy estimate (CBPE);
 - ``data_quality``: missing values, out-of-schema categories, broken feeds;
 - ``decisions``: a check's numbers against the policy's thresholds (breach / fine / undecided);
-- ``evidently_adapter``: the only module importing evidently (HTML report, parity runs).
+- ``evidently_adapter``: the only module importing evidently (HTML report, parity runs);
+- ``columns``: a window as a DataFrame, a mapping of arrays or a pyarrow Table, read alike.
+
+What a column's type means (its summary, default test, distribution, quality rules) is asked of
+the feature-type registry, ``workers.features``.
 """
 
 from workers.drift.data_quality import data_quality

@@ -15,14 +15,7 @@ from typing import Any, TypedDict
 import numpy as np
 import pandas as pd
 
-from workers.drift.stats import wasserstein_norm
-from workers.drift.summary import (
-    CategoricalSummary,
-    ColumnType,
-    NumericalSummary,
-    category_counts,
-    finite_values,
-)
+from workers.features.registry import ColumnType, feature_type
 
 BINS = 20
 TOP_CATEGORIES = 12  # the rest is one "other" bar (the effect sizes still count every category)
@@ -46,39 +39,13 @@ class DistributionDict(TypedDict):
     cramers_v: float | None
 
 
-def column_distribution(
-    summary: NumericalSummary | CategoricalSummary, series: pd.Series, column_type: ColumnType
-) -> DistributionDict | None:
+def column_distribution(summary: Any, series: pd.Series, column_type: ColumnType) -> DistributionDict | None:
     """None when either side has no non-missing value (the column was not tested either)."""
-    if column_type == "numerical":
-        assert isinstance(summary, NumericalSummary)
-        return _numerical(summary, finite_values(series))
-    assert isinstance(summary, CategoricalSummary)
-    return _categorical(summary.counts, category_counts(series))
+    return feature_type(column_type).distribution(summary, series)
 
 
-def _numerical(summary: NumericalSummary, current: np.ndarray) -> DistributionDict | None:
-    reference = summary.sorted_values
-    if reference.size == 0 or current.size == 0:
-        return None
-    edges = _edges(reference, current)
-    ref_counts = _histogram(reference, edges)
-    cur_counts = _histogram(current, edges)
-    return {
-        "column_type": "numerical",
-        "labels": [f"[{_fmt(a)}, {_fmt(b)})" for a, b in zip(edges[:-1], edges[1:], strict=True)],
-        "edges": [float(e) for e in edges],
-        "reference": _fractions(ref_counts),
-        "current": _fractions(cur_counts),
-        "n_reference": int(reference.size),
-        "n_current": int(current.size),
-        "psi": psi(ref_counts, cur_counts),
-        "wasserstein_norm": _finite(wasserstein_norm(reference, summary.std, current)),
-        "cramers_v": None,
-    }
-
-
-def _edges(reference: np.ndarray, current: np.ndarray) -> np.ndarray:
+def edges_for(reference: np.ndarray, current: np.ndarray) -> np.ndarray:
+    """BINS equal bins over the 1st..99th percentile of both sides together."""
     low = min(np.quantile(reference, EDGE_QUANTILE), np.quantile(current, EDGE_QUANTILE))
     high = max(np.quantile(reference, 1 - EDGE_QUANTILE), np.quantile(current, 1 - EDGE_QUANTILE))
     if not high > low:  # a constant column: one unit around it
@@ -86,38 +53,9 @@ def _edges(reference: np.ndarray, current: np.ndarray) -> np.ndarray:
     return np.linspace(float(low), float(high), BINS + 1)
 
 
-def _histogram(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
+def histogram(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
     # Values beyond the edges belong to the end bins (the tails), so every row is counted.
     return np.histogram(np.clip(values, edges[0], edges[-1]), bins=edges)[0]
-
-
-def _categorical(reference: dict[Any, int], current: dict[Any, int]) -> DistributionDict | None:
-    if not reference or not current:
-        return None
-    keys = sorted(
-        set(reference) | set(current), key=lambda k: (-reference.get(k, 0), -current.get(k, 0), str(k))
-    )
-    ref_counts = np.array([reference.get(k, 0) for k in keys], dtype=float)
-    cur_counts = np.array([current.get(k, 0) for k in keys], dtype=float)
-    shown = keys[:TOP_CATEGORIES]
-    labels = [str(k) for k in shown]
-    ref_bars, cur_bars = ref_counts[: len(shown)], cur_counts[: len(shown)]
-    if len(keys) > len(shown):
-        labels.append(OTHER)
-        ref_bars = np.append(ref_bars, ref_counts[len(shown) :].sum())
-        cur_bars = np.append(cur_bars, cur_counts[len(shown) :].sum())
-    return {
-        "column_type": "categorical",
-        "labels": labels,
-        "edges": [],
-        "reference": [c / ref_counts.sum() for c in ref_bars.tolist()],
-        "current": [c / cur_counts.sum() for c in cur_bars.tolist()],
-        "n_reference": int(ref_counts.sum()),
-        "n_current": int(cur_counts.sum()),
-        "psi": psi(ref_counts, cur_counts),
-        "wasserstein_norm": None,
-        "cramers_v": cramers_v(ref_counts, cur_counts),
-    }
 
 
 def psi(reference_counts: np.ndarray, current_counts: np.ndarray) -> float:
@@ -140,14 +78,14 @@ def cramers_v(reference_counts: np.ndarray, current_counts: np.ndarray) -> float
     return math.sqrt(chi2 / n)  # min(rows, columns) − 1 = 1 for two rows
 
 
-def _fractions(counts: np.ndarray) -> list[float]:
+def fractions(counts: np.ndarray) -> list[float]:
     total = counts.sum()
     return [float(c) / total for c in counts.tolist()]
 
 
-def _finite(value: float) -> float | None:
+def finite(value: float) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-def _fmt(value: float) -> str:
+def fmt(value: float) -> str:
     return f"{value:.3g}"

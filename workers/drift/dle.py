@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from workers.drift.quality import Z_95
+from workers.features.registry import feature_type
 
 MIN_REFERENCE_ROWS = 100
 SEED = 0  # fixed, so a check recomputed in another process gives the same estimate
@@ -64,12 +65,13 @@ def fit_loss_estimator(
     rows = frame[frame[label].notna() & frame[prediction].notna()]
     if len(rows) < MIN_REFERENCE_ROWS:
         return None
+    encodings = {n: feature_type(t).encoding for n, t in feature_types.items()}
     categories = {
         n: sorted(rows[n].dropna().astype("object").unique().tolist(), key=str)
-        for n, t in feature_types.items()
-        if t == "categorical"
+        for n, encoding in encodings.items()
+        if encoding == "category"
     }
-    columns = [*feature_types, prediction]
+    columns = [*(n for n, encoding in encodings.items() if encoding is not None), prediction]
     x = _encode(rows, columns, categories)
     target = (rows[label].astype("float64") - rows[prediction].astype("float64")).abs().to_numpy()
     # Residual spread from a 2-fold cross-fit, so the interval is not judged on training rows.

@@ -8,30 +8,11 @@ from typing import Any, NotRequired, TypedDict, cast
 import numpy as np
 import pandas as pd
 
+from workers.drift.columns import Columns, column_values
 from workers.drift.multivariate import MultivariateDriftDict
-from workers.drift.stats import (
-    DISCRETE_MAX_UNIQUE,
-    KS,
-    STATTESTS,
-    WASSERSTEIN,
-    StatTest,
-    chi_square_pvalue,
-    default_stattest,
-    jensen_shannon,
-    ks_pvalue,
-    wasserstein_norm,
-    z_pvalue,
-)
-from workers.drift.summary import (
-    CategoricalSummary,
-    ColumnType,
-    NumericalSummary,
-    ReferenceSummary,
-    _check_columns,
-    category_counts,
-    finite_values,
-    summarize_reference,
-)
+from workers.drift.stats import STATTESTS, StatTest
+from workers.drift.summary import ReferenceSummary, _check_columns, summarize_reference
+from workers.features.registry import ColumnType, feature_type, prediction_type
 
 
 class ColumnDriftDict(TypedDict):
@@ -114,46 +95,6 @@ def _json_float(value: float) -> float | None:
     return float(value) if np.isfinite(value) else None
 
 
-def _discrete_counts(values: np.ndarray) -> dict[Any, int]:
-    uniques, counts = np.unique(values, return_counts=True)
-    return {u.item(): int(c) for u, c in zip(uniques, counts, strict=True)}
-
-
-def _union_unique(reference: dict[Any, int], current: dict[Any, int]) -> int:
-    return len(set(reference) | set(current))
-
-
-def _numerical_drift(summary: NumericalSummary, current: np.ndarray) -> tuple[StatTest, float, int]:
-    if summary.n_unique > DISCRETE_MAX_UNIQUE:
-        # Continuous: the reference alone already has > 5 values, no need to count the window.
-        test = default_stattest("numerical", summary.n, summary.n_unique)
-        return test, _continuous_score(test, summary, current), current.size
-    ref_counts = summary.value_counts()
-    cur_counts = _discrete_counts(current) if current.size else {}
-    test = default_stattest("numerical", summary.n, _union_unique(ref_counts, cur_counts))
-    if test in (KS, WASSERSTEIN):
-        return test, _continuous_score(test, summary, current), current.size
-    return test, _discrete_score(test, ref_counts, cur_counts), current.size
-
-
-def _continuous_score(test: StatTest, summary: NumericalSummary, current: np.ndarray) -> float:
-    if test is KS:
-        return ks_pvalue(summary.sorted_values, current)
-    return wasserstein_norm(summary.sorted_values, summary.std, current)
-
-
-def _discrete_score(test: StatTest, ref_counts: dict[Any, int], cur_counts: dict[Any, int]) -> float:
-    scorer = {"chisquare": chi_square_pvalue, "z": z_pvalue, "jensenshannon": jensen_shannon}
-    return scorer[test.name](ref_counts, cur_counts)
-
-
-def _categorical_drift(
-    summary: CategoricalSummary, cur_counts: dict[Any, int]
-) -> tuple[StatTest, float, int]:
-    test = default_stattest("categorical", summary.n, _union_unique(summary.counts, cur_counts))
-    return test, _discrete_score(test, summary.counts, cur_counts), sum(cur_counts.values())
-
-
 def _empty_column(column_type: str, n_reference: int, n_current: int) -> ColumnDrift:
     # evidently raises on an all-missing column; we report "not tested" and let the
     # data-quality check flag the broken feed.
@@ -162,39 +103,29 @@ def _empty_column(column_type: str, n_reference: int, n_current: int) -> ColumnD
     return ColumnDrift(column_type, None, None, None, None, False, n_reference, n_current, note)
 
 
-def column_drift(
-    summary: NumericalSummary | CategoricalSummary, series: pd.Series, column_type: ColumnType
-) -> ColumnDrift:
-    """Drift of one column of the current window against its reference summary."""
-    if column_type == "numerical":
-        assert isinstance(summary, NumericalSummary)
-        current = finite_values(series)
-        if summary.n == 0 or current.size == 0:
-            return _empty_column(column_type, summary.n, 0)
-        test, score, n_current = _numerical_drift(summary, current)
-    else:
-        assert isinstance(summary, CategoricalSummary)
-        cur_counts = category_counts(series)
-        if summary.n == 0 or not cur_counts:
-            return _empty_column(column_type, summary.n, 0)
-        test, score, n_current = _categorical_drift(summary, cur_counts)
-    threshold = test.threshold
+def column_drift(summary: Any, series: pd.Series, column_type: ColumnType) -> ColumnDrift:
+    """Drift of one column of the current window against its reference summary, by the test
+    its feature type chooses."""
+    scored = feature_type(column_type).drift(summary, series)
+    if scored is None:
+        return _empty_column(column_type, summary.n, 0)
+    test, threshold = scored.test, scored.test.threshold
     return ColumnDrift(
         column_type,
         test.name,
         test.display_name,
-        _json_float(score),
+        _json_float(scored.score),
         threshold,
-        test.drifted(score, threshold),
+        test.drifted(scored.score, threshold),
         summary.n,
-        n_current,
+        scored.n_current,
         higher_is_drift=test.higher_is_drift,
     )
 
 
 def data_drift(
     reference: pd.DataFrame | ReferenceSummary,
-    current: pd.DataFrame,
+    current: Columns,
     columns: dict[str, ColumnType],
     *,
     drift_share: float = DEFAULT_DRIFT_SHARE,
@@ -204,7 +135,8 @@ def data_drift(
     Decisions equal evidently 0.7.23's ``DataDriftPreset()`` with an explicit column
     definition (stattest choice, thresholds, NaN dropping, share >= 0.5). One deliberate
     difference: ±inf is treated as missing everywhere, where evidently's dataset-level count
-    keeps it in a column without NaN and gets a NaN score.
+    keeps it in a column without NaN and gets a NaN score. ``current`` may be a DataFrame, a
+    mapping of column name to array, or a pyarrow Table.
     """
     summary = (
         reference if isinstance(reference, ReferenceSummary) else summarize_reference(reference, columns)
@@ -214,7 +146,8 @@ def data_drift(
     if unknown:
         raise ValueError(f"columns not in the reference summary: {unknown}")
     results = {
-        name: column_drift(summary.column(name), current[name], kind) for name, kind in columns.items()
+        name: column_drift(summary.column(name), column_values(current, name), kind)
+        for name, kind in columns.items()
     }
     share = sum(r.drifted for r in results.values()) / len(results) if results else 0.0
     return DriftResult(results, share, bool(results) and share >= drift_share, drift_share)
@@ -230,7 +163,7 @@ def prediction_drift(
     """Drift of the model's output: categorical for classification, numerical for regression."""
     if task not in ("classification", "regression"):
         raise ValueError(f"task must be 'classification' or 'regression', got {task!r}")
-    kind: ColumnType = "categorical" if task == "classification" else "numerical"
+    kind = prediction_type(task)
     ref = reference if isinstance(reference, ReferenceSummary) else pd.DataFrame({column: reference})
     return data_drift(ref, pd.DataFrame({column: current}), {column: kind}).columns[column]
 

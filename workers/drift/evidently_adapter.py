@@ -17,9 +17,23 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from workers.drift.summary import ColumnType
+from workers.features.registry import ColumnType, feature_type, prediction_type
 
 _VALUE_DRIFT = "evidently:metric_v2:ValueDrift"
+_EVIDENTLY_TYPES = {"number": "numerical", "category": "categorical"}
+
+
+def _evidently_columns(columns: dict[str, ColumnType]) -> dict[str, list[str]]:
+    """How evidently sees each column, from its feature type's encoding: numbers as numerical,
+    categories as categorical; a type with neither is left out of evidently's report."""
+    split: dict[str, list[str]] = {"numerical": [], "categorical": []}
+    for name, kind in columns.items():
+        encoding = feature_type(kind).encoding
+        if encoding is not None:
+            split[_EVIDENTLY_TYPES[encoding]].append(name)
+    return split
+
+
 _DRIFTED_COUNT = "evidently:metric_v2:DriftedColumnsCount"
 
 
@@ -29,11 +43,11 @@ def _datasets(
     from evidently import DataDefinition, Dataset  # lazy: see the module docstring
 
     # Explicit definition: evidently never guesses a column's type from its dtype.
+    split = _evidently_columns(columns)
     definition = DataDefinition(
-        numerical_columns=[c for c, t in columns.items() if t == "numerical"],
-        categorical_columns=[c for c, t in columns.items() if t == "categorical"],
+        numerical_columns=split["numerical"], categorical_columns=split["categorical"]
     )
-    names = list(columns)
+    names = [c for c in columns if c in split["numerical"] or c in split["categorical"]]
     current = Dataset.from_pandas(current_df[names], data_definition=definition)
     reference = Dataset.from_pandas(reference_df[names], data_definition=definition)
     return reference, current
@@ -189,7 +203,7 @@ def _drift_types(reference_df: pd.DataFrame, columns: ReportColumns) -> dict[str
     typed: dict[str, ColumnType] = dict(columns.features)
     if columns.prediction in reference_df and reference_df[columns.prediction].notna().any():
         shown = _PREDICTION if _PREDICTION not in typed else columns.prediction
-        typed[shown] = "categorical" if columns.task == "classification" else "numerical"
+        typed[shown] = prediction_type(columns.task)
     return typed
 
 
@@ -199,11 +213,12 @@ def _drift_dataset(frame: pd.DataFrame, columns: ReportColumns, typed: dict[str,
     data = frame[list(columns.features)].copy()
     for name in typed.keys() - columns.features.keys():
         data[name] = _as_type(frame[columns.prediction], typed[name])
+    split = _evidently_columns(typed)
     definition = DataDefinition(
-        numerical_columns=[c for c, t in typed.items() if t == "numerical"],
-        categorical_columns=[c for c, t in typed.items() if t == "categorical"],
+        numerical_columns=split["numerical"], categorical_columns=split["categorical"]
     )
-    return Dataset.from_pandas(data[list(typed)], data_definition=definition)
+    names = [c for c in typed if c in split["numerical"] or c in split["categorical"]]
+    return Dataset.from_pandas(data[names], data_definition=definition)
 
 
 def _as_type(values: pd.Series, kind: ColumnType) -> pd.Series:
@@ -392,10 +407,8 @@ def evidently_dataset_level_scores(
     from evidently.legacy.pipeline.column_mapping import ColumnMapping
     from evidently.legacy.report import Report as LegacyReport
 
-    mapping = ColumnMapping(
-        numerical_features=[c for c, t in columns.items() if t == "numerical"],
-        categorical_features=[c for c, t in columns.items() if t == "categorical"],
-    )
+    split = _evidently_columns(columns)
+    mapping = ColumnMapping(numerical_features=split["numerical"], categorical_features=split["categorical"])
     report = LegacyReport(metrics=[DataDriftTable(columns=list(columns))])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)

@@ -1,6 +1,6 @@
 """Multivariate data drift: PCA reconstruction error against the reference (as NannyML's).
 
-The features are standardised (categoricals frequency-encoded first), projected on the
+The features are standardised (categories frequency-encoded first, as their types' ``encoding`` says), projected on the
 principal components that keep VARIANCE_KEPT of the reference's variance and mapped back; a
 row's error is the distance to its reconstruction. The components encode how the features
 move together, so a change in their relation (a correlation that flips) raises the error while
@@ -17,6 +17,8 @@ from typing import TypedDict
 
 import numpy as np
 import pandas as pd
+
+from workers.features.registry import feature_type
 
 VARIANCE_KEPT = 0.65  # NannyML's default
 THRESHOLD_SD = 3.0
@@ -65,15 +67,16 @@ def fit_pca_drift(reference: pd.DataFrame, column_types: dict[str, str]) -> PcaD
     """Fit on the reference rows; None with too few rows or fewer than two usable columns."""
     if len(reference) < MIN_REFERENCE_ROWS:
         return None
+    encodings = {n: feature_type(t).encoding for n, t in column_types.items()}
     frequencies = {
         n: {
             str(k): float(v)
             for k, v in reference[n].dropna().astype(str).value_counts(normalize=True).items()
         }
-        for n, t in column_types.items()
-        if t == "categorical"
+        for n, encoding in encodings.items()
+        if encoding == "category"
     }
-    columns = list(column_types)
+    columns = [n for n, encoding in encodings.items() if encoding is not None]  # None: a type PCA skips
     raw = _encode(reference, columns, frequencies)
     means, scales = np.nanmean(raw, axis=0), np.nanstd(raw, axis=0)
     usable = np.isfinite(scales) & (scales > 0)

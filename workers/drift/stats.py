@@ -7,12 +7,16 @@ side comes pre-sorted / pre-counted from a ``ReferenceSummary`` instead of being
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from scipy import stats
 from scipy.spatial import distance
+
+if TYPE_CHECKING:
+    from workers.drift.summary import NumericalSummary
 
 
 @dataclass(frozen=True)
@@ -49,19 +53,49 @@ DISCRETE_MAX_UNIQUE = 5
 BINARY_MAX_UNIQUE = 2
 
 
+def large_reference(n_reference: int) -> bool:
+    """evidently: a reference with more than 1,000 non-missing rows takes the distance tests."""
+    return n_reference > SMALL_REFERENCE_MAX_ROWS
+
+
+def discrete_stattest(n_reference: int, n_unique: int) -> StatTest:
+    """evidently 0.7.23's choice for a discrete column (categorical, or numerical with at most
+    5 values): Jensen-Shannon on a large reference, else chi-square (z-test when binary)."""
+    if large_reference(n_reference):
+        return JENSEN_SHANNON
+    return CHI_SQUARE if n_unique > BINARY_MAX_UNIQUE else Z
+
+
 def default_stattest(column_type: str, n_reference: int, n_unique: int) -> StatTest:
-    """evidently 0.7.23 ``_get_default_stattest`` for numerical and categorical columns.
+    """evidently 0.7.23 ``_get_default_stattest``, as the column's feature type declares it.
 
     ``n_reference`` is the non-missing reference row count; ``n_unique`` the number of distinct
     non-missing values in reference and current together.
     """
-    if n_reference <= SMALL_REFERENCE_MAX_ROWS:
-        if column_type == "numerical" and n_unique > DISCRETE_MAX_UNIQUE:
-            return KS
-        return CHI_SQUARE if n_unique > BINARY_MAX_UNIQUE else Z
-    if column_type == "numerical" and n_unique > DISCRETE_MAX_UNIQUE:
-        return WASSERSTEIN
-    return JENSEN_SHANNON
+    from workers.features.registry import feature_type  # the types import this module
+
+    return feature_type(column_type).default_stattest(n_reference, n_unique)
+
+
+def discrete_counts(values: np.ndarray) -> dict[Any, int]:
+    uniques, counts = np.unique(values, return_counts=True)
+    return {u.item(): int(c) for u, c in zip(uniques, counts, strict=True)}
+
+
+def union_unique(reference: dict[Any, int], current: dict[Any, int]) -> int:
+    return len(set(reference) | set(current))
+
+
+def continuous_score(test: StatTest, summary: NumericalSummary, current: np.ndarray) -> float:
+    """KS p-value or normalised Wasserstein distance of the window against a numerical summary."""
+    if test is KS:
+        return ks_pvalue(summary.sorted_values, current)
+    return wasserstein_norm(summary.sorted_values, summary.std, current)
+
+
+def discrete_score(test: StatTest, ref_counts: dict[Any, int], cur_counts: dict[Any, int]) -> float:
+    """The score of a test on per-value counts (chi-square, z or Jensen-Shannon)."""
+    return DISCRETE_SCORERS[test.name](ref_counts, cur_counts)
 
 
 def ks_pvalue(reference_sorted: np.ndarray, current: np.ndarray) -> float:
@@ -143,3 +177,10 @@ def jensen_shannon(reference_counts: dict[Any, int], current_counts: dict[Any, i
     """
     _, ref, cur = _aligned_counts(reference_counts, current_counts)
     return float(distance.jensenshannon(ref / ref.sum(), cur / cur.sum()))
+
+
+DISCRETE_SCORERS: dict[str, Callable[[dict[Any, int], dict[Any, int]], float]] = {
+    CHI_SQUARE.name: chi_square_pvalue,
+    Z.name: z_pvalue,
+    JENSEN_SHANNON.name: jensen_shannon,
+}

@@ -10,13 +10,14 @@ from __future__ import annotations
 import io
 import json
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-ColumnType = Literal["numerical", "categorical"]
-COLUMN_TYPES: tuple[str, ...] = ("numerical", "categorical")
+from workers.drift.columns import column_names
+from workers.features.registry import BUILTINS, ColumnType, check_column_types, feature_type
+
 _FORMAT_VERSION = 1
 
 
@@ -57,30 +58,44 @@ class CategoricalSummary:
 
 @dataclass(frozen=True)
 class ReferenceSummary:
-    """What ``data_drift`` needs from a reference set, per column."""
+    """What ``data_drift`` needs from a reference set: per column, its type's summary."""
 
     columns: dict[str, ColumnType]
-    numerical: dict[str, NumericalSummary] = field(default_factory=dict)
-    categorical: dict[str, CategoricalSummary] = field(default_factory=dict)
+    summaries: dict[str, Any] = field(default_factory=dict)  # column -> its type's summary
     n_rows: int = 0
 
-    def column(self, name: str) -> NumericalSummary | CategoricalSummary:
-        return self.numerical[name] if name in self.numerical else self.categorical[name]
+    def column(self, name: str) -> Any:
+        return self.summaries[name]
+
+    def of_type(self, type_name: str) -> dict[str, Any]:
+        """The summaries of the columns of one feature type."""
+        return {n: s for n, s in self.summaries.items() if self.columns[n] == type_name}
 
     def categories(self) -> dict[str, list[Any]]:
-        """Allowed categories per categorical column (the schema seen in the reference)."""
-        return {name: list(s.counts) for name, s in self.categorical.items()}
+        """Allowed values per column whose type keeps a schema (categorical: the categories seen
+        in the reference)."""
+        out = {}
+        for name, summary in self.summaries.items():
+            allowed = feature_type(self.columns[name]).allowed_values(summary)
+            if allowed is not None:
+                out[name] = allowed
+        return out
 
     def to_bytes(self) -> bytes:
-        """Serialise to an ``.npz`` blob: no pickle, so loading a stored blob runs no code."""
-        arrays = {f"num:{name}": s.sorted_values for name, s in self.numerical.items()}
-        meta = {
-            "version": _FORMAT_VERSION,
-            "n_rows": self.n_rows,
-            "columns": self.columns,
-            "numerical": {n: {"std": s.std, "n_unique": s.n_unique} for n, s in self.numerical.items()},
-            "categorical": {n: _counts_to_json(s.counts) for n, s in self.categorical.items()},
-        }
+        """Serialise to an ``.npz`` blob: no pickle, so loading a stored blob runs no code.
+
+        Per type name, ``meta[type][column]`` holds the type's JSON metadata and its arrays are
+        named ``f"{array_prefix}{suffix}:{column}"`` (format 1: numerical's are ``num:<name>``).
+        """
+        meta: dict[str, Any] = {"version": _FORMAT_VERSION, "n_rows": self.n_rows, "columns": self.columns}
+        meta |= {name: {} for name in BUILTINS}  # format 1 always lists both
+        arrays: dict[str, np.ndarray] = {}
+        for name, summary in self.summaries.items():
+            kind = feature_type(self.columns[name])
+            column_meta, column_arrays = kind.summary_dump(summary)
+            meta.setdefault(kind.name, {})[name] = column_meta
+            for suffix, array in column_arrays.items():
+                arrays[f"{kind.array_prefix}{suffix}:{name}"] = array
         arrays["__meta__"] = np.array(json.dumps(meta))
         buffer = io.BytesIO()
         np.savez(buffer, **arrays)  # type: ignore[arg-type]  # numpy's stub types allow_pickle only
@@ -92,22 +107,21 @@ class ReferenceSummary:
             meta = json.loads(str(data["__meta__"]))
             if meta["version"] != _FORMAT_VERSION:
                 raise ValueError(f"unsupported ReferenceSummary format {meta['version']}")
-            numerical = {
-                name: NumericalSummary(data[f"num:{name}"], float(m["std"]), int(m["n_unique"]))
-                for name, m in meta["numerical"].items()
-            }
-        categorical = {
-            name: CategoricalSummary(_counts_from_json(pairs)) for name, pairs in meta["categorical"].items()
-        }
-        return cls(meta["columns"], numerical, categorical, int(meta["n_rows"]))
+            columns: dict[str, ColumnType] = meta["columns"]
+            summaries = {}
+            for name, type_name in columns.items():
+                kind = feature_type(type_name)
+                arrays = {s: data[f"{kind.array_prefix}{s}:{name}"] for s in kind.summary_arrays}
+                summaries[name] = kind.summary_load(meta[type_name][name], arrays)
+        return cls(columns, summaries, int(meta["n_rows"]))
 
 
-def _counts_to_json(counts: dict[Any, int]) -> list[list[Any]]:
+def counts_to_json(counts: dict[Any, int]) -> list[list[Any]]:
     # A list of pairs, not a JSON object: keys keep their type (1 and "1" stay distinct).
     return [[key, count] for key, count in counts.items()]
 
 
-def _counts_from_json(pairs: list[list[Any]]) -> dict[Any, int]:
+def counts_from_json(pairs: list[list[Any]]) -> dict[Any, int]:
     return {key: int(count) for key, count in pairs}
 
 
@@ -144,17 +158,12 @@ def summarize_numerical(series: pd.Series) -> NumericalSummary:
 def summarize_reference(reference: pd.DataFrame, columns: dict[str, ColumnType]) -> ReferenceSummary:
     """Summarise the reference once per model version; ``data_drift`` then reuses it."""
     _check_columns(reference, columns)
-    numerical = {n: summarize_numerical(reference[n]) for n, t in columns.items() if t == "numerical"}
-    categorical = {
-        n: CategoricalSummary(category_counts(reference[n])) for n, t in columns.items() if t == "categorical"
-    }
-    return ReferenceSummary(dict(columns), numerical, categorical, int(len(reference)))
+    summaries = {name: feature_type(kind).summarize(reference[name]) for name, kind in columns.items()}
+    return ReferenceSummary(dict(columns), summaries, int(len(reference)))
 
 
-def _check_columns(frame: pd.DataFrame, columns: dict[str, ColumnType]) -> None:
-    missing = [name for name in columns if name not in frame.columns]
+def _check_columns(frame: Any, columns: dict[str, ColumnType]) -> None:
+    missing = [name for name in columns if name not in column_names(frame)]
     if missing:
         raise ValueError(f"columns missing from the data: {missing}")
-    bad = {name: kind for name, kind in columns.items() if kind not in COLUMN_TYPES}
-    if bad:
-        raise ValueError(f"column types must be 'numerical' or 'categorical', got {bad}")
+    check_column_types(columns)

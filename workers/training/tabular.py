@@ -11,6 +11,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from workers.features import Encoding, feature_type
+
 
 @dataclass
 class Encoder:
@@ -24,9 +26,10 @@ class Encoder:
 
     @classmethod
     def fit(cls, frame: pd.DataFrame, feature_types: dict[str, str]) -> "Encoder":
+        encodings = {name: _tabular_encoding(name, kind) for name, kind in feature_types.items()}
         enc = cls(
-            numerical=[n for n, t in feature_types.items() if t == "numerical"],
-            categorical=[n for n, t in feature_types.items() if t == "categorical"],
+            numerical=[n for n, e in encodings.items() if e == "number"],
+            categorical=[n for n, e in encodings.items() if e == "category"],
         )
         for name in enc.numerical:
             col = pd.to_numeric(frame[name], errors="coerce")
@@ -66,6 +69,14 @@ class Encoder:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Encoder":
         return cls(**data)
+
+
+def _tabular_encoding(name: str, kind: str) -> Encoding:
+    """How the feature's registered type enters the matrix: standardised number or one-hot."""
+    encoding = feature_type(kind).encoding
+    if encoding is None:
+        raise ValueError(f"feature {name!r}: type {kind!r} has no tabular encoding")
+    return encoding
 
 
 @dataclass

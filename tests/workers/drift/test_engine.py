@@ -46,8 +46,8 @@ def test_categories_keep_their_type_through_serialisation() -> None:
     reference = pd.DataFrame({"c": ["1", "1", 1, 2.5]})
     original = summarize_reference(reference, {"c": "categorical"})
     restored = ReferenceSummary.from_bytes(original.to_bytes())
-    assert restored.categorical == original.categorical
-    assert restored.categorical["c"].counts == {"1": 2, 1: 1, 2.5: 1}
+    assert restored.summaries == original.summaries
+    assert restored.column("c").counts == {"1": 2, 1: 1, 2.5: 1}
 
 
 def test_prediction_drift_is_categorical_for_classification_numerical_for_regression() -> None:

@@ -1,0 +1,88 @@
+"""Where a window's samples come from: the ``SampleSource`` protocol and its registry.
+
+A source answers ``load(model=, window=, columns=)`` with the window's samples as columns
+(``SampleColumns``: name → 1-d array), the labels joined in. The relational source
+(``monitoring.window``: PredictionSample ⟕ GroundTruth in PostgreSQL or SQLite) is the first;
+another store (e.g. Parquet parts) registers itself with ``register_sample_source`` and is chosen
+by ``DRIFTWATCH_SAMPLE_SOURCE``, with no change to the checks or the drift engine (which takes
+columnar arrays as they are).
+"""
+
+import importlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+import pandas as pd
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+from registry.models import RegisteredModel
+from registry.reference import LABEL
+
+# The built-in sources' modules, imported on the first lookup (a fixed list, never a client's name).
+BUILTIN_MODULES = ("monitoring.window",)
+
+
+@dataclass(frozen=True)
+class WindowBounds:
+    """Which samples: start <= timestamp < end, or the last_n before end (with labelled_only, the
+    last_n newest that have a label)."""
+
+    start: datetime | None
+    end: datetime
+    last_n: int | None = None
+    labelled_only: bool = False
+
+
+@dataclass(frozen=True)
+class SampleColumns:
+    """One window as columns of equal length: the features (typed as their feature types say),
+    PREDICTION, PROBA_PREFIX + class, LABEL (None where unlabelled) and the window columns
+    (sample_id, version_id, timestamp and label_received_at, both time-zone aware).
+
+    Arrays are numpy arrays, or pandas extension arrays where numpy has no such dtype (aware
+    datetimes)."""
+
+    arrays: dict[str, Any]
+
+    @property
+    def labels(self) -> Any:
+        return self.arrays[LABEL]
+
+    def __len__(self) -> int:
+        return len(next(iter(self.arrays.values()))) if self.arrays else 0
+
+    def to_frame(self) -> pd.DataFrame:
+        """The columns as a DataFrame, without copying them."""
+        return pd.DataFrame(self.arrays, copy=False)
+
+
+class SampleSource(Protocol):
+    def load(
+        self, *, model: RegisteredModel, window: WindowBounds, columns: Sequence[str] | None = None
+    ) -> SampleColumns:
+        """The window's samples with their labels; ``columns``: the features to read (None: all)."""
+        ...
+
+
+_SOURCES: dict[str, Callable[[], SampleSource]] = {}
+
+
+def register_sample_source(name: str, factory: Callable[[], SampleSource]) -> None:
+    """Add a source under ``name`` (``DRIFTWATCH_SAMPLE_SOURCE`` picks one)."""
+    _SOURCES[name] = factory
+
+
+def sample_source(name: str | None = None) -> SampleSource:
+    """The configured source (or the one called ``name``); an unknown name is a config error."""
+    for module in BUILTIN_MODULES:
+        importlib.import_module(module)
+    chosen = name or settings.DRIFTWATCH_SAMPLE_SOURCE
+    factory = _SOURCES.get(chosen)
+    if factory is None:
+        raise ImproperlyConfigured(
+            f"DRIFTWATCH_SAMPLE_SOURCE={chosen!r} is not a sample source (known: {sorted(_SOURCES)})"
+        )
+    return factory()

@@ -1,0 +1,118 @@
+"""What a feature type declares: one subclass of ``FeatureKind`` per type, in its own module.
+
+Every place that handles a feature value asks its type: ingestion (``clean``, ``parse_text``),
+the stored column (``storage_dtype``, ``column``), the reference summary (``summarize`` and its
+serialised form), the default drift test and its score (``default_stattest``, ``drift``), the
+drill-down's distribution, the data-quality rules (``missing``, ``quality``) and how models that
+take numbers see the column (``encoding``). No Django imports.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+
+import numpy as np
+import pandas as pd
+
+if TYPE_CHECKING:
+    from workers.drift.distribution import DistributionDict
+    from workers.drift.stats import StatTest
+
+S = TypeVar("S")  # the type's reference summary of one column
+
+# How models that take a matrix of numbers see a column (multivariate PCA, DLE's regressor, the
+# tabular training encoder): as a number (standardised), as a category (frequency-encoded,
+# one-hot), or not at all (None: those models leave the column out, training refuses it).
+Encoding = Literal["number", "category"]
+
+
+class InvalidValue(ValueError):
+    """A value its type refuses; ``message`` is what the API returns for that row and field."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+@dataclass(frozen=True)
+class DriftScore:
+    """A column's drift test and its score against the reference (the decision is the test's)."""
+
+    test: StatTest
+    score: float
+    n_current: int
+
+
+class FeatureKind(ABC, Generic[S]):
+    """One feature type. Subclass it, set the class attributes, and ``register_feature_type``."""
+
+    name: str
+    storage_dtype: str  # the column's dtype in a loaded window and a reference frame
+    encoding: Encoding | None
+    summary_arrays: tuple[str, ...] = ()  # the numpy arrays its summary stores, by suffix
+    array_prefix: str = ""  # stored arrays are named f"{array_prefix}{suffix}:{column}"
+    distribution_note: str | None = None  # shown under the drill-down's bars
+
+    # -- ingestion
+    @abstractmethod
+    def clean(self, value: Any) -> Any:
+        """A non-null JSON value → the value stored (None: counts as missing); raises
+        ``InvalidValue`` with the message the API returns for the row and field."""
+
+    @abstractmethod
+    def parse_text(self, text: str) -> Any:
+        """One non-empty CSV cell → the JSON value ``clean`` then checks; ``InvalidValue``."""
+
+    def wrong_type(self, value: Any) -> InvalidValue:
+        return InvalidValue(f"{self.name} feature got {type(value).__name__}")
+
+    # -- storage
+    @abstractmethod
+    def column(self, values: pd.Series) -> pd.Series:
+        """Stored or loaded values (any dtype, missing as None/NaN) → the typed column."""
+
+    # -- reference summary
+    @abstractmethod
+    def summarize(self, values: pd.Series) -> S:
+        """Everything the drift test and the distribution need from the reference column."""
+
+    @abstractmethod
+    def summary_dump(self, summary: S) -> tuple[Any, dict[str, np.ndarray]]:
+        """(JSON metadata, arrays by suffix in ``summary_arrays``): no pickle."""
+
+    @abstractmethod
+    def summary_load(self, meta: Any, arrays: Mapping[str, np.ndarray]) -> S:
+        """The inverse of ``summary_dump``."""
+
+    def allowed_values(self, summary: S) -> list[Any] | None:
+        """The values the reference says are in the schema (None: the type has no such list)."""
+        return None
+
+    # -- drift
+    @abstractmethod
+    def default_stattest(self, n_reference: int, n_unique: int) -> StatTest:
+        """evidently's choice rule for this type (non-missing reference rows, distinct values
+        in reference and window together)."""
+
+    @abstractmethod
+    def drift(self, summary: S, values: pd.Series) -> DriftScore | None:
+        """The default test's score of the window's column; None when either side has no
+        non-missing value (the column is then reported as not tested)."""
+
+    @abstractmethod
+    def distribution(self, summary: S, values: pd.Series) -> DistributionDict | None:
+        """Reference vs window for the drill-down; None when either side is empty."""
+
+    # -- data quality
+    @abstractmethod
+    def missing(self, values: pd.Series) -> np.ndarray:
+        """A boolean mask of the window's values that count as missing."""
+
+    def quality(
+        self, values: pd.Series, missing: np.ndarray, allowed: Iterable[Any] | None, n: int
+    ) -> dict[str, Any]:
+        """Findings beyond the missing share (e.g. out-of-schema values), merged into the column's."""
+        return {}

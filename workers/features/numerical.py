@@ -1,0 +1,113 @@
+"""The ``numerical`` feature type: a finite number (NaN and ±inf count as missing)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from workers.drift.distribution import DistributionDict, edges_for, finite, fmt, fractions, histogram, psi
+from workers.drift.stats import (
+    DISCRETE_MAX_UNIQUE,
+    KS,
+    WASSERSTEIN,
+    StatTest,
+    continuous_score,
+    discrete_counts,
+    discrete_score,
+    discrete_stattest,
+    large_reference,
+    union_unique,
+    wasserstein_norm,
+)
+from workers.drift.summary import NumericalSummary, finite_values, summarize_numerical
+from workers.features.base import DriftScore, FeatureKind, InvalidValue
+from workers.features.registry import register_feature_type
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+class Numerical(FeatureKind[NumericalSummary]):
+    name = "numerical"
+    storage_dtype = "float64"
+    encoding = "number"
+    summary_arrays = ("",)
+    array_prefix = "num"
+    distribution_note = "values past the end bins are counted in them"
+
+    def clean(self, value: Any) -> Any:
+        if not is_number(value):
+            raise self.wrong_type(value)
+        return value if math.isfinite(value) else None
+
+    def parse_text(self, text: str) -> Any:
+        try:
+            return float(text)
+        except ValueError:
+            raise InvalidValue(f"not a number: {text[:40]!r}") from None
+
+    def column(self, values: pd.Series) -> pd.Series:
+        return pd.to_numeric(values, errors="coerce").astype("float64")
+
+    def summarize(self, values: pd.Series) -> NumericalSummary:
+        return summarize_numerical(values)
+
+    def summary_dump(self, summary: NumericalSummary) -> tuple[Any, dict[str, np.ndarray]]:
+        return {"std": summary.std, "n_unique": summary.n_unique}, {"": summary.sorted_values}
+
+    def summary_load(self, meta: Any, arrays: Mapping[str, np.ndarray]) -> NumericalSummary:
+        return NumericalSummary(arrays[""], float(meta["std"]), int(meta["n_unique"]))
+
+    def default_stattest(self, n_reference: int, n_unique: int) -> StatTest:
+        # evidently 0.7.23: a numerical column with more than 5 values is continuous.
+        if n_unique > DISCRETE_MAX_UNIQUE:
+            return WASSERSTEIN if large_reference(n_reference) else KS
+        return discrete_stattest(n_reference, n_unique)
+
+    def drift(self, summary: NumericalSummary, values: pd.Series) -> DriftScore | None:
+        current = finite_values(values)
+        if summary.n == 0 or current.size == 0:
+            return None
+        if summary.n_unique > DISCRETE_MAX_UNIQUE:
+            # Continuous: the reference alone already has > 5 values, no need to count the window.
+            test = self.default_stattest(summary.n, summary.n_unique)
+            return DriftScore(test, continuous_score(test, summary, current), current.size)
+        ref_counts = summary.value_counts()
+        cur_counts = discrete_counts(current)
+        test = self.default_stattest(summary.n, union_unique(ref_counts, cur_counts))
+        if test in (KS, WASSERSTEIN):
+            return DriftScore(test, continuous_score(test, summary, current), current.size)
+        return DriftScore(test, discrete_score(test, ref_counts, cur_counts), current.size)
+
+    def distribution(self, summary: NumericalSummary, values: pd.Series) -> DistributionDict | None:
+        reference, current = summary.sorted_values, finite_values(values)
+        if reference.size == 0 or current.size == 0:
+            return None
+        edges = edges_for(reference, current)
+        ref_counts = histogram(reference, edges)
+        cur_counts = histogram(current, edges)
+        return {
+            "column_type": self.name,
+            "labels": [f"[{fmt(a)}, {fmt(b)})" for a, b in zip(edges[:-1], edges[1:], strict=True)],
+            "edges": [float(e) for e in edges],
+            "reference": fractions(ref_counts),
+            "current": fractions(cur_counts),
+            "n_reference": int(reference.size),
+            "n_current": int(current.size),
+            "psi": psi(ref_counts, cur_counts),
+            "wasserstein_norm": finite(wasserstein_norm(reference, summary.std, current)),
+            "cramers_v": None,
+        }
+
+    def missing(self, values: pd.Series) -> np.ndarray:
+        # Unparsable strings count as missing too: a feed sending "n/a" in a number is broken.
+        numbers = pd.to_numeric(values, errors="coerce").to_numpy(dtype="float64", na_value=np.nan)
+        return ~np.isfinite(numbers)
+
+
+NUMERICAL = register_feature_type(Numerical())
