@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import DatabaseError
-from django.db.models import Count, ExpressionWrapper, FloatField, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models import Count, FloatField, OuterRef, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -25,8 +25,9 @@ logger = logging.getLogger(__name__)
 
 # Realised metrics a check stores (workers.drift.quality) that are one number.
 QUALITY_METRICS = ("accuracy", "precision_macro", "recall_macro", "f1_macro", "roc_auc", "mae", "rmse", "r2")
-# (estimated - measured) / measured peak: negative is an under-estimate (the OOM side).
-ESTIMATOR_BUCKETS = (-0.5, -0.25, -0.1, -0.05, 0.0, 0.05, 0.1, 0.25, 0.5, 1.0)
+# Estimated / measured peak: 1 is exact, below 1 an under-estimate (the OOM side). A ratio rather
+# than a signed error: Prometheus histograms keep _sum and _count only for non-negative values.
+ESTIMATOR_BUCKETS = (0.5, 0.75, 0.9, 0.95, 1.0, 1.05, 1.1, 1.25, 1.5, 2.0)
 FINISHED_CHECK = (CheckState.DONE, CheckState.SKIPPED)
 
 
@@ -118,31 +119,28 @@ def job_families(now: datetime) -> Iterator[Metric]:
 
 
 def _estimator_error() -> HistogramMetricFamily:
-    """One conditional count per bucket: error <= b  <=>  estimated <= (1 + b) * measured."""
-    measured = Cast("measured_peak_bytes", FloatField())
+    """One conditional count per bucket: ratio <= b  <=>  estimated <= b * measured."""
     finished = RetrainJob.objects.filter(
         estimated_peak_bytes__isnull=False, measured_peak_bytes__gt=0, finished_at__isnull=False
     )
     buckets = {
-        f"le{i}": Count(
-            "id",
-            filter=Q(
-                estimated_peak_bytes__lte=ExpressionWrapper(measured * (1 + b), output_field=FloatField())
-            ),
-        )
+        f"le{i}": Count("id", filter=Q(estimated_peak_bytes__lte=_float("measured_peak_bytes") * b))
         for i, b in enumerate(ESTIMATOR_BUCKETS)
     }
-    error = ExpressionWrapper(
-        (Cast("estimated_peak_bytes", FloatField()) - measured) / measured, FloatField()
-    )
-    row = finished.aggregate(n=Count("id"), total=Coalesce(Sum(error), 0.0), **buckets)
+    ratio = _float("estimated_peak_bytes") / _float("measured_peak_bytes")
+    row = finished.aggregate(n=Count("id"), total=Coalesce(Sum(ratio), 0.0), **buckets)
     family = HistogramMetricFamily(
-        "driftwatch_estimator_error_ratio",
-        "Finished retraining jobs by (estimated - measured) / measured peak memory.",
+        "driftwatch_estimator_peak_ratio",
+        "Finished retraining jobs by estimated / measured peak memory (1: exact; below 1: under-estimated).",
     )
     pairs = [(str(b), float(row[f"le{i}"])) for i, b in enumerate(ESTIMATOR_BUCKETS)]
     family.add_metric([], [*pairs, ("+Inf", float(row["n"]))], float(row["total"]))
     return family
+
+
+def _float(field: str) -> Cast:
+    """A fresh expression per use (an integer column as a float: no integer division)."""
+    return Cast(field, FloatField())
 
 
 def gpu_families(now: datetime) -> Iterator[Metric]:

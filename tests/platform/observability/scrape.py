@@ -13,9 +13,9 @@ def samples(text: str) -> dict[tuple[str, Labels], float]:
     return out
 
 
-def value(text: str, name: str, **labels: str) -> float:
+def value(text: str, metric: str, /, **labels: str) -> float:
     """The sample's value; 0 when absent (a labelled counter appears at its first increment)."""
-    return samples(text).get((name, tuple(sorted(labels.items()))), 0.0)
+    return samples(text).get((metric, tuple(sorted(labels.items()))), 0.0)
 
 
 def sample_names(text: str) -> set[str]:
