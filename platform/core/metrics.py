@@ -12,9 +12,12 @@ from collections.abc import Callable
 from functools import wraps
 from typing import Any, ParamSpec, TypeVar
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Histogram, disable_created_metrics
 
 from core.errors import InvalidInput
+
+# No `<name>_created` series: multiprocess mode has none, and one process should export what many do.
+disable_created_metrics()
 
 P = ParamSpec("P")
 R = TypeVar("R")
