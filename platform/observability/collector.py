@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import DatabaseError
-from django.db.models import Count, FloatField, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models import Count, FloatField, OuterRef, Q, Subquery, Sum
 from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -31,36 +31,52 @@ ESTIMATOR_BUCKETS = (0.5, 0.75, 0.9, 0.95, 1.0, 1.05, 1.1, 1.25, 1.5, 2.0)
 FINISHED_CHECK = (CheckState.DONE, CheckState.SKIPPED)
 
 
-def _latest_check_ids(states: Iterable[str]) -> list[int]:
-    """The latest check per model in `states`: one index probe per model, not a scan of history."""
-    latest = (
-        QualityCheck.objects.filter(model=OuterRef("pk"), state__in=list(states))
+def _latest(states: Iterable[str]) -> Subquery:
+    """The model's latest check in `states`: read backwards on the (model, -finished_at) index,
+    so one probe per model whatever the history."""
+    return Subquery(
+        QualityCheck.objects.filter(model=OuterRef("pk"), state__in=list(states), finished_at__isnull=False)
         .order_by("-finished_at", "-pk")
         .values("pk")[:1]
     )
-    ids = RegisteredModel.objects.annotate(check_id=Subquery(latest)).values_list("check_id", flat=True)
-    return [i for i in ids if i is not None]
 
 
-def _latest_checks(states: Iterable[str], *fields: str) -> QuerySet[QualityCheck, dict[str, Any]]:
-    return QualityCheck.objects.filter(pk__in=_latest_check_ids(states)).values("model__name", *fields)
+def _latest_checks() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Per model: its latest finished check (done or skipped) and its latest done one."""
+    pairs = list(
+        RegisteredModel.objects.annotate(finished=_latest(FINISHED_CHECK), done=_latest([CheckState.DONE]))
+        .values_list("finished", "done")
+        .order_by()
+    )
+    wanted = {i for pair in pairs for i in pair if i is not None}
+    fields = ("model__name", "started_at", "finished_at", "metrics", "estimated", "drift__share")
+    rows = {row["pk"]: row for row in QualityCheck.objects.filter(pk__in=wanted).values("pk", *fields)}
+    finished = [rows[f] for f, _ in pairs if f in rows]
+    done = [rows[d] for _, d in pairs if d in rows]
+    return finished, done
 
 
 def check_families(now: datetime) -> Iterator[Metric]:
+    finished, done = _latest_checks()
     lag = GaugeMetricFamily(
         "driftwatch_check_lag_seconds",
         "Seconds since the model's last finished check (done or skipped) finished.",
         labels=["model"],
     )
-    for row in _latest_checks(FINISHED_CHECK, "finished_at"):
+    for row in finished:
         lag.add_metric([row["model__name"]], (now - row["finished_at"]).total_seconds())
     yield lag
+    yield from _quality_families(done)
+
+
+def _quality_families(done: list[dict[str, Any]]) -> Iterator[Metric]:
     duration = GaugeMetricFamily(
         "driftwatch_check_duration_seconds", "How long the model's latest done check ran.", labels=["model"]
     )
     realised = GaugeMetricFamily(
         "driftwatch_quality_realised",
-        "Realised quality of the model's latest done check, on its labelled samples (absent until enough labels).",
+        "Realised quality of the model's latest done check, on its labelled samples "
+        "(absent until enough labels).",
         labels=["model", "metric"],
     )
     estimated = GaugeMetricFamily(
@@ -73,13 +89,9 @@ def check_families(now: datetime) -> Iterator[Metric]:
         "Share of the model's features that drifted in its latest done check.",
         labels=["model"],
     )
-    rows = _latest_checks(
-        [CheckState.DONE], "started_at", "finished_at", "metrics", "estimated", "drift__share"
-    )
-    for row in rows:
+    for row in done:
         name = row["model__name"]
-        if row["finished_at"] is not None:
-            duration.add_metric([name], (row["finished_at"] - row["started_at"]).total_seconds())
+        duration.add_metric([name], (row["finished_at"] - row["started_at"]).total_seconds())
         for metric in QUALITY_METRICS:
             value = (row["metrics"] or {}).get(metric)
             if _number(value):

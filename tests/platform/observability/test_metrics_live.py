@@ -25,7 +25,9 @@ def token(scope: str) -> str:
 
 
 def worker_pids(folder: Path) -> set[int]:
-    return {int(p.stem.split("_")[-1]) for p in folder.glob("counter_*.db") if p.stem.split("_")[-1].isdigit()}
+    return {
+        int(p.stem.split("_")[-1]) for p in folder.glob("counter_*.db") if p.stem.split("_")[-1].isdigit()
+    }
 
 
 def post_samples(base: str, secret: str, ids: range) -> None:
