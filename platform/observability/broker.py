@@ -29,7 +29,8 @@ def queue_depths() -> dict[str, int]:
     if url.startswith(("redis://", "rediss://", "unix://")):
         return _redis_depths(url, names)
     if url.startswith("filesystem://"):
-        return _filesystem_depths(Path(settings.CELERY_BROKER_TRANSPORT_OPTIONS["data_folder_in"]), names)
+        folder = str(settings.CELERY_BROKER_TRANSPORT_OPTIONS["data_folder_in"])
+        return _filesystem_depths(Path(folder), names)
     return {}  # another transport: not measured
 
 

@@ -6,7 +6,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeGuard
 
 from django.db import DatabaseError
 from django.db.models import Count, FloatField, OuterRef, Q, Subquery, Sum
@@ -97,14 +97,15 @@ def _quality_families(done: list[dict[str, Any]]) -> Iterator[Metric]:
             if _number(value):
                 realised.add_metric([name, metric], float(value))
         guess = row["estimated"] or {}
-        if _number(guess.get("value")):
-            estimated.add_metric([name, str(guess.get("metric", ""))], float(guess["value"]))
+        guessed = guess.get("value")
+        if _number(guessed):
+            estimated.add_metric([name, str(guess.get("metric", ""))], float(guessed))
         if _number(row["drift__share"]):
             drift.add_metric([name], float(row["drift__share"]))
     yield from (duration, realised, estimated, drift)
 
 
-def _number(value: Any) -> bool:
+def _number(value: Any) -> TypeGuard[float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
