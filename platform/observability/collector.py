@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any, TypeGuard
 
 from django.db import DatabaseError
-from django.db.models import Count, FloatField, OuterRef, Q, Subquery, Sum
+from django.db.models import Count, FloatField, Min, OuterRef, Q, Subquery, Sum
 from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -183,12 +183,11 @@ def gpu_families(now: datetime) -> Iterator[Metric]:
 
 
 def outbox_families(now: datetime) -> Iterator[Metric]:
-    oldest = OutboxMessage.objects.order_by("id").values_list("created_at", flat=True).first()
+    kept = OutboxMessage.objects.aggregate(n=Count("id"), oldest=Min("created_at"))
     yield GaugeMetricFamily(
-        "driftwatch_outbox_messages",
-        "Task messages the broker refused, kept to be re-sent.",
-        value=OutboxMessage.objects.count(),
+        "driftwatch_outbox_messages", "Task messages the broker refused, kept to be re-sent.", value=kept["n"]
     )
+    oldest = kept["oldest"]
     yield GaugeMetricFamily(
         "driftwatch_outbox_oldest_age_seconds",
         "Age of the oldest kept message (0 when the outbox is empty).",

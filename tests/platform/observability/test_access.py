@@ -2,7 +2,9 @@
 
 from collections.abc import Callable
 
+import pytest
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ImproperlyConfigured
 from django.test import Client, override_settings
 from rest_framework.test import APIClient
 
@@ -62,3 +64,8 @@ def test_an_address_outside_the_allowed_networks_still_needs_a_token(db: None) -
 
 def test_metrics_answers_only_get(client_for: Callable[[str], APIClient]) -> None:
     assert client_for("read").post("/metrics").status_code == 405
+
+
+def test_a_bad_allowed_network_stops_the_process_naming_the_variable() -> None:
+    with pytest.raises(ImproperlyConfigured, match="DRIFTWATCH_METRICS_ALLOWED_NETWORKS: 'ten-dot'"):
+        networks("DRIFTWATCH_METRICS_ALLOWED_NETWORKS", ["10.0.0.0/8", "ten-dot"])
