@@ -2,6 +2,7 @@
 naming the variable, so a typo stops the process at startup instead of misbehaving later."""
 
 import os
+from ipaddress import IPv4Network, IPv6Network, ip_network
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -79,3 +80,14 @@ def env_choice(name: str, default: str, choices: set[str]) -> str:
     if value not in choices:
         raise ImproperlyConfigured(f"{name}={value!r} is not one of {', '.join(sorted(choices))}")
     return value
+
+
+def networks(name: str, values: list[str]) -> tuple[IPv4Network | IPv6Network, ...]:
+    """CIDRs (`10.0.0.0/8`, `::1/128`) or single addresses; a bad one stops the process."""
+    out = []
+    for value in values:
+        try:
+            out.append(ip_network(value, strict=False))
+        except ValueError:
+            raise ImproperlyConfigured(f"{name}: {value!r} is not a network (e.g. 10.0.0.0/8)") from None
+    return tuple(out)

@@ -32,5 +32,8 @@ def gunicorn_argv(bind: str, workers: int, *extra: str) -> list[str]:
         # gunicorn 27's control socket sits at one path per user: concurrent servers (tests, runs
         # side by side) would take it from each other, and nothing here uses it.
         "--no-control-socket",
+        # Prometheus multiprocess mode for /metrics, and the dead workers' files folded away.
+        "--config",
+        str(PLATFORM_DIR / "driftwatch" / "gunicorn_config.py"),
         *extra,
     ]

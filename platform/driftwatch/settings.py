@@ -13,7 +13,16 @@ import dj_database_url
 from csp.constants import NONE, SELF, UNSAFE_INLINE
 
 from driftwatch.backends import default_storage_from_env, email_from_env
-from driftwatch.env import LOG_LEVELS, env_bool, env_choice, env_int, env_list, env_str, refuse_renamed
+from driftwatch.env import (
+    LOG_LEVELS,
+    env_bool,
+    env_choice,
+    env_int,
+    env_list,
+    env_str,
+    networks,
+    refuse_renamed,
+)
 from driftwatch.paths import ROOT
 
 # Every variable is DRIFTWATCH_* except the conventional DATABASE_URL, REDIS_URL and SECRET_KEY;
@@ -90,9 +99,12 @@ INSTALLED_APPS = [
     "retraining",
     "dashboard",
     "demo",
+    "observability",
 ]
 
 MIDDLEWARE = [
+    # Outermost: request latency by route includes every other middleware (observability app).
+    "observability.middleware.RequestMetricsMiddleware",
     "core.middleware.RequestSizeLimitMiddleware",
     "core.middleware.UrlTextMiddleware",
     "django.middleware.security.SecurityMiddleware",
@@ -234,6 +246,13 @@ DRIFTWATCH_MAX_BATCH_ROWS = env_int("DRIFTWATCH_MAX_BATCH_ROWS", 100_000, low=1)
 DRIFTWATCH_INGEST_RATE_PER_MINUTE = env_int("DRIFTWATCH_INGEST_RATE_PER_MINUTE", 1200, low=0)
 # A reference is the baseline every check loads: 1,000,000 rows is far past what drift needs.
 DRIFTWATCH_MAX_REFERENCE_ROWS = env_int("DRIFTWATCH_MAX_REFERENCE_ROWS", 1_000_000, low=1)
+
+# --- metrics (/metrics, the observability app) ---------------------------------------------
+# Scraped with a read-scope token, or without one from these networks (CIDRs, comma-separated;
+# the connection's address, never a forwarded header). Empty: a token is always needed.
+DRIFTWATCH_METRICS_ALLOWED_NETWORKS = networks(
+    "DRIFTWATCH_METRICS_ALLOWED_NETWORKS", env_list("DRIFTWATCH_METRICS_ALLOWED_NETWORKS", [])
+)
 
 # --- retraining ---------------------------------------------------------------------------
 # Retraining: the memory budget a job plans against (0: the worker's free GPU memory or available

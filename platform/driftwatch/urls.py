@@ -12,6 +12,7 @@ api_v1 = [
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
+    path("", include("observability.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),
     path(

@@ -200,6 +200,8 @@ class QualityCheck(models.Model):
         ]
         indexes = [
             models.Index(fields=["state", "started_at"], name="check_state_started"),
+            # Each model's latest finished check, read per model by /metrics at every scrape.
+            models.Index(fields=["model", "-finished_at"], name="check_model_finished"),
             # The reaper's look-up of pending reports: a handful of rows among thousands.
             models.Index(
                 fields=["report_state"],

@@ -10,6 +10,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from core.audit import Actor, audit_record
+from core.metrics import ingest_counted
 from monitoring.models import GroundTruth, MonitoringPolicy, PredictionSample
 from monitoring.policy import default_metric, policy_update
 from monitoring.validation import CleanSample, clean_labels, clean_samples, require_list
@@ -32,6 +33,7 @@ class LabelResult:
     pending: int
 
 
+@ingest_counted("predictions", lambda r: (r.accepted, r.duplicates))
 def predictions_ingest(*, model: RegisteredModel, body: Any) -> IngestResult:
     """Validate the whole batch first, then store it in one transaction (or nothing)."""
     rows = require_list(body, "samples", max_rows=settings.DRIFTWATCH_MAX_BATCH_ROWS)
@@ -139,6 +141,7 @@ def _existing_sample_ids(model: RegisteredModel, ids: list[str]) -> set[str]:
     return found
 
 
+@ingest_counted("labels", lambda r: (r.matched + r.pending, 0))
 def labels_ingest(*, model: RegisteredModel, body: Any) -> LabelResult:
     """Store labels (a repeated id overwrites its label); report how many met their prediction."""
     rows = require_list(body, "labels", max_rows=settings.DRIFTWATCH_MAX_BATCH_ROWS)

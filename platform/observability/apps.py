@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class ObservabilityConfig(AppConfig):
+    name = "observability"
+    verbose_name = "Observability (Prometheus /metrics)"
