@@ -87,6 +87,15 @@ def vector_or_none(value: Any) -> np.ndarray | None:
     return array if array.ndim == 1 and array.size and np.isfinite(array).all() else None
 
 
+def _parsed(value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)  # data only: JSON, never evaluated
+    except ValueError:
+        return None
+
+
 def matrix(values: pd.Series, dim: int | None = None) -> np.ndarray:
     """The column's non-missing vectors stacked as (n, dim) float32 (rows of another length drop)."""
     arrays = [a for a in map(vector_or_none, values) if a is not None]
@@ -252,7 +261,8 @@ class Embedding(FeatureKind[EmbeddingSummary]):
 
     # -- storage
     def column(self, values: pd.Series) -> pd.Series:
-        return pd.Series([vector_or_none(v) for v in values], index=values.index, dtype="object")
+        """Stored lists, arrays, or the JSON text a window's SQL extracts (parsed as JSON)."""
+        return pd.Series([vector_or_none(_parsed(v)) for v in values], index=values.index, dtype="object")
 
     # -- reference summary
     def summarize(self, values: pd.Series) -> EmbeddingSummary:
