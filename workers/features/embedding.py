@@ -167,11 +167,13 @@ def random_auc_threshold(y: np.ndarray) -> float:
 
 def model_score(reference: np.ndarray, current: np.ndarray, n_reference: int) -> tuple[float, float]:
     """(ROC AUC, threshold) of evidently's default embedding test; NaN when it cannot run."""
+    held = domain_classifier(reference, current)
+    return (math.nan, MODEL_THRESHOLD) if held is None else model_of(held, n_reference)
+
+
+def model_of(held: HeldOut, n_reference: int) -> tuple[float, float]:
     from sklearn.metrics import roc_auc_score
 
-    held = domain_classifier(reference, current)
-    if held is None:
-        return math.nan, MODEL_THRESHOLD
     auc = float(roc_auc_score(held.y, held.proba))
     bootstrap = n_reference < BOOTSTRAP_BELOW_ROWS
     return auc, random_auc_threshold(held.y) if bootstrap else MODEL_THRESHOLD
@@ -179,11 +181,13 @@ def model_score(reference: np.ndarray, current: np.ndarray, n_reference: int) ->
 
 def classifier_mw_score(reference: np.ndarray, current: np.ndarray, n_reference: int) -> tuple[float, float]:
     """(one-sided Mann–Whitney p-value of the held-out AUC > 0.5, alpha)."""
+    held = domain_classifier(reference, current)
+    return (math.nan, ALPHA) if held is None else classifier_mw_of(held)
+
+
+def classifier_mw_of(held: HeldOut) -> tuple[float, float]:
     from scipy.stats import mannwhitneyu
 
-    held = domain_classifier(reference, current)
-    if held is None:
-        return math.nan, ALPHA
     is_reference = held.y == 1
     result = mannwhitneyu(held.margin[is_reference], held.margin[~is_reference], alternative="greater")
     return float(result.pvalue), ALPHA
