@@ -83,7 +83,7 @@ def csv_to_rows(text: str, schema: Schema) -> list[dict[str, Any]]:
 
 def _csv_rows(reader: "csv.DictReader[str]", schema: Schema) -> list[dict[str, Any]]:
     header = reader.fieldnames or []
-    split = _split_columns(header, schema)
+    split = _split_columns(list(header), schema)
     header = [*header, *split]  # a split feature counts as present
     missing = [name for name in schema.feature_types if name not in header]
     if missing or "label" not in header:
