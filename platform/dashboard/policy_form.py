@@ -9,7 +9,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from monitoring.models import MonitoringPolicy
-from monitoring.policy import BOOLEANS, INTEGERS, NUMBERS, POLICY_FIELDS, WindowKind, metrics_for
+from monitoring.policy import (
+    BOOLEANS,
+    DRIFT_METHOD_FIELDS,
+    INTEGERS,
+    NUMBERS,
+    POLICY_FIELDS,
+    WindowKind,
+    drift_methods_for,
+    metrics_for,
+)
 
 INTEGER_TEXT = re.compile(r"[+-]?\d+")
 NULLABLE = {"baseline"}  # an empty box clears it
@@ -31,6 +40,8 @@ def _choices(name: str, task: str) -> list[tuple[str, str]]:
         return [(str(v), str(label)) for v, label in WindowKind.choices]
     if name == "metric":
         return [(m, m) for m in metrics_for(task)]
+    if name in DRIFT_METHOD_FIELDS:
+        return [(m, m) for m in drift_methods_for(name)]
     return []
 
 

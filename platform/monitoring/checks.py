@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from monitoring.alerts import alerts_evaluate
 from monitoring.models import CheckDistribution, CheckState, MonitoringPolicy, QualityCheck
+from monitoring.policy import policy_drift_methods
 from monitoring.reference import ReferenceState, drift_columns, reference_state
 from monitoring.selectors import policy_for
 from monitoring.sequential import DetectorUpdate, detector_feed
@@ -233,7 +234,11 @@ def check_compute(
         out["data_quality"] = data_quality(frame, features, categories=reference.summary.categories())
         if enough:
             out["drift"] = data_drift(
-                reference.summary, frame, features, drift_share=policy.drift_share
+                reference.summary,
+                frame,
+                features,
+                drift_share=policy.drift_share,
+                methods=policy_drift_methods(policy),
             ).to_dict()
             if reference.multivariate is not None:
                 out["drift"]["multivariate"] = multivariate_drift(reference.multivariate, frame)

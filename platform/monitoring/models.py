@@ -77,6 +77,12 @@ class MonitoringPolicy(models.Model):
         null=True, blank=True, help_text="empty: the champion's metric on the reference"
     )
     drift_share = models.FloatField(default=0.5, help_text="dataset drift when this share of features drift")
+    embedding_drift_method = models.CharField(
+        max_length=40,
+        default="model",
+        help_text="model: evidently's domain classifier (its default); classifier_mw: the same "
+        "classifier with a p-value, calibrated at every sample size",
+    )
     alert_k = models.PositiveIntegerField(default=1, help_text="alert when k of the last n checks breach")
     alert_n = models.PositiveIntegerField(default=1)
     resolve_after = models.PositiveIntegerField(

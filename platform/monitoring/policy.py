@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import models
 
 from core.errors import FieldError, InvalidInput
+from workers.features import feature_type
 
 if TYPE_CHECKING:  # the model imports these rules for its clean(): only its type is needed here
     from monitoring.models import MonitoringPolicy
@@ -36,6 +37,7 @@ POLICY_FIELDS = [
     "tolerance",
     "baseline",
     "drift_share",
+    "embedding_drift_method",
     "alert_k",
     "alert_n",
     "resolve_after",
@@ -57,6 +59,17 @@ INTEGERS = {
 }
 MAX_INTEGER = 2_147_483_647  # PositiveIntegerField's column
 NUMBERS = {"tolerance", "baseline", "drift_share"}
+# field -> the feature type whose drift method it picks, from the methods that type declares
+DRIFT_METHOD_FIELDS = {"embedding_drift_method": "embedding"}
+
+
+def drift_methods_for(field: str) -> tuple[str, ...]:
+    return feature_type(DRIFT_METHOD_FIELDS[field]).methods()
+
+
+def policy_drift_methods(policy: "MonitoringPolicy") -> dict[str, str]:
+    """The drift method per feature type the policy picks (what ``data_drift`` takes)."""
+    return {kind: getattr(policy, field) for field, kind in DRIFT_METHOD_FIELDS.items()}
 
 
 def metrics_for(task: str) -> tuple[str, ...]:
@@ -82,7 +95,7 @@ def _type_error(field: str, value: Any) -> str | None:
         if isinstance(value, bool) or not isinstance(value, int | float):
             return "must be a number"
         return None if math.isfinite(value) else "must be finite"
-    if field in ("window_kind", "metric"):
+    if field in ("window_kind", "metric", *DRIFT_METHOD_FIELDS):
         return None if isinstance(value, str) else "must be a string"
     return "unknown policy field"
 
@@ -104,6 +117,9 @@ def policy_errors(policy: "MonitoringPolicy", task: str) -> list[FieldError]:
         add("tolerance", "must be >= 0")
     if not (isinstance(policy.drift_share, int | float) and 0 < policy.drift_share <= 1):
         add("drift_share", "must be in (0, 1]")
+    for field in DRIFT_METHOD_FIELDS:
+        if getattr(policy, field) not in (methods := drift_methods_for(field)):
+            add(field, f"must be one of {', '.join(methods)}")
     if policy.baseline is not None and not math.isfinite(policy.baseline):
         add("baseline", "must be finite")
     if policy.alert_k > policy.alert_n:

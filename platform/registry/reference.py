@@ -83,6 +83,8 @@ def csv_to_rows(text: str, schema: Schema) -> list[dict[str, Any]]:
 
 def _csv_rows(reader: "csv.DictReader[str]", schema: Schema) -> list[dict[str, Any]]:
     header = reader.fieldnames or []
+    split = _split_columns(list(header), schema)
+    header = [*header, *split]  # a split feature counts as present
     missing = [name for name in schema.feature_types if name not in header]
     if missing or "label" not in header:
         problems = [FieldError(None, name, "missing CSV column") for name in missing]
@@ -90,18 +92,38 @@ def _csv_rows(reader: "csv.DictReader[str]", schema: Schema) -> list[dict[str, A
             problems.append(FieldError(None, "label", "missing CSV column"))
         raise InvalidInput(problems)
     known = set(schema.feature_types) | {"label", "prediction"} | {f"proba_{c}" for c in schema.classes}
+    known |= {column for columns in split.values() for column in columns}
     unknown = [name for name in header if name not in known]
     if unknown:
         raise InvalidInput([FieldError(None, name, "unknown CSV column") for name in unknown])
     errors = Collector()
-    rows = [_csv_row(i, line, schema, errors) for i, line in enumerate(reader)]
+    rows = [_csv_row(i, line, schema, errors, split) for i, line in enumerate(reader)]
     errors.raise_if_any()
     return rows
 
 
-def _csv_row(i: int, line: dict[str, str], schema: Schema, errors: Collector) -> dict[str, Any]:
+def _split_columns(header: list[str], schema: Schema) -> dict[str, list[str]]:
+    """Features sent as their type's split columns (an embedding as ``name[0]`` … ``name[D-1]``)
+    instead of one column."""
+    out = {}
+    for name, kind in schema.feature_kinds.items():
+        columns = kind.split_columns(name)
+        if name not in header and columns and set(columns) <= set(header):
+            out[name] = columns
+    return out
+
+
+def _csv_row(
+    i: int, line: dict[str, str], schema: Schema, errors: Collector, split: dict[str, list[str]]
+) -> dict[str, Any]:
     features: dict[str, Any] = {}
     for name, kind in schema.feature_kinds.items():
+        if name in split:
+            try:
+                features[name] = kind.parse_cells([(line.get(c) or "").strip() for c in split[name]])
+            except InvalidValue as exc:
+                errors.add(i, f"features.{name}", exc.message)
+            continue
         text = (line.get(name) or "").strip()
         if text == "":
             features[name] = None

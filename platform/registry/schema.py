@@ -6,7 +6,7 @@ collecting every error with its row and field.
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from core.errors import FieldError, InvalidInput
@@ -25,6 +25,7 @@ class Schema:
     task: str
     feature_types: dict[str, str]
     classes: list[Any]
+    feature_specs: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> {name, type, options}
 
     @property
     def is_classification(self) -> bool:
@@ -33,7 +34,10 @@ class Schema:
     @functools.cached_property
     def feature_kinds(self) -> dict[str, FeatureKind[Any]]:
         """Each feature's registered type (an unknown type raises: never a silent fallback)."""
-        return {name: feature_type(kind) for name, kind in self.feature_types.items()}
+        specs = self.feature_specs
+        return {
+            name: feature_type(kind).bind(specs.get(name, {})) for name, kind in self.feature_types.items()
+        }
 
     def class_lookup(self) -> dict[str, Any]:
         """Class labels by their string form: JSON object keys (probabilities) are strings."""
@@ -84,6 +88,11 @@ def clean_features(value: Any, row: int, errors: Collector, schema: Schema) -> d
     for name, kind in schema.feature_kinds.items():
         item = value[name]
         if item is None:
+            if not kind.allows_missing:
+                errors.add(
+                    row, f"features.{name}", f"required: a {kind.name} value (missing values are refused)"
+                )
+                ok = False
             clean[name] = None
             continue
         try:
@@ -146,4 +155,7 @@ def clean_probabilities(
 
 
 def model_schema(model: RegisteredModel) -> Schema:
-    return Schema(task=model.task, feature_types=model.feature_types, classes=list(model.classes))
+    specs = {f["name"]: f for f in model.features}
+    return Schema(
+        task=model.task, feature_types=model.feature_types, classes=list(model.classes), feature_specs=specs
+    )

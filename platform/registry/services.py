@@ -32,7 +32,7 @@ from registry.reference import (
 )
 from registry.schema import model_schema
 from workers.drift.estimation import calibration_problem
-from workers.features import feature_type_names
+from workers.features import feature_type, feature_type_names
 
 # Names and labels are identifiers shown in tables; descriptions are a paragraph, not a file.
 MAX_NAME_CHARS = 200
@@ -69,6 +69,8 @@ def _schema_errors(data: dict[str, Any]) -> list[FieldError]:
         seen.add(feature["name"])
         if feature.get("type") not in (types := feature_type_names()):
             errors.append(FieldError(i, "features.type", f"must be one of {types}"))
+        else:
+            errors += _option_errors(i, feature)
     classes = data.get("classes") or []
     if data.get("task") == Task.CLASSIFICATION:
         if (
@@ -95,13 +97,31 @@ def _schema_errors(data: dict[str, Any]) -> list[FieldError]:
     return errors
 
 
+def _option_errors(i: int, feature: dict[str, Any]) -> list[FieldError]:
+    """A type's own options (an embedding's dim) are checked by the type; a key no type of this
+    feature takes is refused rather than dropped."""
+    kind = feature_type(feature["type"])
+    errors = [
+        FieldError(i, f"features.{key}", f"unknown field for a {kind.name} feature")
+        for key in sorted(feature.keys() - {"name", "type", *kind.options})
+    ]
+    return errors + [FieldError(i, f"features.{k}", m) for k, m in kind.option_errors(feature).items()]
+
+
+def _feature_spec(feature: dict[str, Any]) -> dict[str, Any]:
+    options = feature_type(feature["type"]).options
+    return {"name": feature["name"], "type": feature["type"]} | {
+        k: feature[k] for k in options if k in feature
+    }
+
+
 def model_register(*, data: Any) -> RegisteredModel:
     if not isinstance(data, dict):
         raise InvalidInput([FieldError(None, "body", "must be a JSON object")])
     errors = _schema_errors(data)
     if errors:
         raise InvalidInput(errors)
-    features = [{"name": f["name"], "type": f["type"]} for f in data["features"]]
+    features = [_feature_spec(f) for f in data["features"]]
     try:
         with transaction.atomic():
             return RegisteredModel.objects.create(

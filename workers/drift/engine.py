@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, NotRequired, TypedDict, cast
 
@@ -103,13 +104,17 @@ def _empty_column(column_type: str, n_reference: int, n_current: int) -> ColumnD
     return ColumnDrift(column_type, None, None, None, None, False, n_reference, n_current, note)
 
 
-def column_drift(summary: Any, series: pd.Series, column_type: ColumnType) -> ColumnDrift:
+def column_drift(
+    summary: Any, series: pd.Series, column_type: ColumnType, method: str | None = None
+) -> ColumnDrift:
     """Drift of one column of the current window against its reference summary, by the test
-    its feature type chooses."""
-    scored = feature_type(column_type).drift(summary, series)
+    its feature type chooses, or by ``method``, one of the type's ``methods()``."""
+    kind = feature_type(column_type)
+    scored = kind.drift(summary, series) if method is None else kind.drift_by(method, summary, series)
     if scored is None:
         return _empty_column(column_type, summary.n, 0)
-    test, threshold = scored.test, scored.test.threshold
+    test = scored.test
+    threshold = test.threshold if scored.threshold is None else scored.threshold
     return ColumnDrift(
         column_type,
         test.name,
@@ -129,6 +134,7 @@ def data_drift(
     columns: dict[str, ColumnType],
     *,
     drift_share: float = DEFAULT_DRIFT_SHARE,
+    methods: Mapping[ColumnType, str] | None = None,
 ) -> DriftResult:
     """Per-column drift and dataset drift of ``current`` against ``reference``.
 
@@ -136,7 +142,8 @@ def data_drift(
     definition (stattest choice, thresholds, NaN dropping, share >= 0.5). One deliberate
     difference: ±inf is treated as missing everywhere, where evidently's dataset-level count
     keeps it in a column without NaN and gets a NaN score. ``current`` may be a DataFrame, a
-    mapping of column name to array, or a pyarrow Table.
+    mapping of column name to array, or a pyarrow Table. ``methods`` picks a drift method per
+    feature type (e.g. ``{"embedding": "classifier_mw"}``); other types take their default.
     """
     summary = (
         reference if isinstance(reference, ReferenceSummary) else summarize_reference(reference, columns)
@@ -145,8 +152,9 @@ def data_drift(
     unknown = [name for name in columns if name not in summary.columns]
     if unknown:
         raise ValueError(f"columns not in the reference summary: {unknown}")
+    chosen = methods or {}
     results = {
-        name: column_drift(summary.column(name), column_values(current, name), kind)
+        name: column_drift(summary.column(name), column_values(current, name), kind, chosen.get(kind))
         for name, kind in columns.items()
     }
     share = sum(r.drifted for r in results.values()) / len(results) if results else 0.0

@@ -27,13 +27,13 @@ class StatTest:
     display_name: str
     threshold: float
     higher_is_drift: bool  # distances drift when >= threshold; p-values when <= / < threshold
-    inclusive: bool = True  # p-value tests: KS uses `<=`, chi-square and z use `<`
+    inclusive: bool = True  # KS `<=`, chi-square and z `<`; distances `>=`, evidently's embedding model `>`
 
     def drifted(self, score: float, threshold: float) -> bool:
         if np.isnan(score):
             return False  # evidently: every comparison with NaN is False
         if self.higher_is_drift:
-            return bool(score >= threshold)
+            return bool(score >= threshold) if self.inclusive else bool(score > threshold)
         return bool(score <= threshold) if self.inclusive else bool(score < threshold)
 
 

@@ -4,7 +4,7 @@
     feature_type("numerical").clean(3.5)            # validation and cleaning at ingest
     register_feature_type(MyType())                  # a new type: one module, no other change
 
-Built-ins: ``numerical`` and ``categorical``. An unknown name raises ``UnknownFeatureType``
+Built-ins: ``numerical``, ``categorical`` and ``embedding``. An unknown name raises ``UnknownFeatureType``
 everywhere (ingest, reference, checks, training), never a silent fallback. No Django imports.
 """
 

@@ -44,6 +44,7 @@ class DriftScore:
     test: StatTest
     score: float
     n_current: int
+    threshold: float | None = None  # None: the test's own; a method may derive it from the data
 
 
 class FeatureKind(ABC, Generic[S]):
@@ -55,6 +56,25 @@ class FeatureKind(ABC, Generic[S]):
     summary_arrays: tuple[str, ...] = ()  # the numpy arrays its summary stores, by suffix
     array_prefix: str = ""  # stored arrays are named f"{array_prefix}{suffix}:{column}"
     distribution_note: str | None = None  # shown under the drill-down's bars
+    options: tuple[str, ...] = ()  # keys a feature of this type takes beside name and type
+    allows_missing = True  # False: a null value is refused at ingest, naming row and field
+
+    # -- the feature's options (e.g. an embedding's dim)
+    def option_errors(self, spec: Mapping[str, Any]) -> dict[str, str]:
+        """What is wrong with a registered feature's options, by option name."""
+        return {}
+
+    def bind(self, spec: Mapping[str, Any]) -> FeatureKind[S]:
+        """The type as one feature with these options sees it (default: the type itself)."""
+        return self
+
+    def split_columns(self, name: str) -> list[str]:
+        """The CSV columns a value may also arrive split into (default: none)."""
+        return []
+
+    def parse_cells(self, cells: list[str]) -> Any:
+        """The ``split_columns`` cells of one row → the JSON value ``clean`` checks."""
+        raise InvalidValue(f"{self.name} values arrive in one column")
 
     # -- ingestion
     @abstractmethod
@@ -101,6 +121,14 @@ class FeatureKind(ABC, Generic[S]):
     def drift(self, summary: S, values: pd.Series) -> DriftScore | None:
         """The default test's score of the window's column; None when either side has no
         non-missing value (the column is then reported as not tested)."""
+
+    def methods(self) -> tuple[str, ...]:
+        """The drift methods a policy may choose for this type (none: only the default)."""
+        return ()
+
+    def drift_by(self, method: str, summary: S, values: pd.Series) -> DriftScore | None:
+        """``drift`` by one of ``methods()``."""
+        raise ValueError(f"{self.name} features have no drift method {method!r}")
 
     @abstractmethod
     def distribution(self, summary: S, values: pd.Series) -> DistributionDict | None:

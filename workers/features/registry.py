@@ -18,7 +18,11 @@ if TYPE_CHECKING:
 ColumnType = str
 
 # The built-in types and their modules, listed first (in this order) whoever imports them first.
-BUILTINS = {"numerical": "workers.features.numerical", "categorical": "workers.features.categorical"}
+BUILTINS = {
+    "numerical": "workers.features.numerical",
+    "categorical": "workers.features.categorical",
+    "embedding": "workers.features.embedding",
+}
 _REGISTRY: dict[str, FeatureKind[Any]] = {}
 _builtins_loaded = False
 

@@ -20,8 +20,8 @@ def test_the_built_in_types_are_registered_in_order() -> None:
 
 
 def test_looking_up_an_unknown_type_raises_naming_the_registered_ones() -> None:
-    with pytest.raises(UnknownFeatureType, match=r"'embedding'.*numerical"):
-        feature_type("embedding")
+    with pytest.raises(UnknownFeatureType, match=r"'audio'.*numerical"):
+        feature_type("audio")
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,137 @@
+"""The embedding type on its own: cleaning, its summary, evidently parity of the default test,
+and the calibrated method's false-alarm rate and power."""
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from evidently.legacy.metrics.data_drift.embedding_drift_methods import ModelDriftMethod
+
+from workers.drift import data_drift, summarize_reference
+from workers.drift.summary import ReferenceSummary
+from workers.features import InvalidValue, feature_type
+from workers.features.embedding import EMBEDDING_METHODS, MAX_DIM, Embedding, classifier_mw_score, model_score
+
+DIM = 16
+
+
+def _vectors(rng: np.random.Generator, n: int, shift: float = 0.0) -> np.ndarray:
+    return (rng.normal(size=(n, DIM)) + shift).astype("float32")
+
+
+def _column(vectors: np.ndarray) -> pd.Series:
+    return feature_type("embedding").column(pd.Series(list(vectors)))
+
+
+def _evidently(reference: np.ndarray, current: np.ndarray) -> tuple[float, bool]:
+    """evidently's default embedding test, as EmbeddingsDriftMetric picks it, on fresh copies
+    (it adds a target column to the frames it gets and reseeds numpy in bootstrap mode)."""
+    method = ModelDriftMethod(bootstrap=len(reference) < 1000)
+    score, drifted, name = method(
+        pd.DataFrame(current.astype("float64")), pd.DataFrame(reference.astype("float64"))
+    )
+    assert name == "model"
+    return float(score), bool(drifted)
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ([1.0, 2.0], "expected 3 numbers, got 2"),
+        ([1.0, "2", 3.0], "element 1 is str, not a number"),
+        ([1.0, True, 3.0], "element 1 is bool, not a number"),
+        ([1.0, float("nan"), 3.0], "element 1 is not finite (NaN and infinity are rejected)"),
+        ([float("inf"), 1.0, 3.0], "element 0 is not finite (NaN and infinity are rejected)"),
+        ({"a": 1}, "embedding feature got dict (send a list of numbers)"),
+        (1.5, "embedding feature got float (send a list of numbers)"),
+    ],
+)
+def test_a_malformed_vector_is_refused_with_its_reason(value: Any, message: str) -> None:
+    with pytest.raises(InvalidValue) as raised:
+        Embedding(3).clean(value)
+    assert raised.value.message == message
+
+
+def test_a_vector_is_cleaned_to_float32_values() -> None:
+    assert Embedding(2).clean([1, 0.1]) == [1.0, float(np.float32(0.1))]
+
+
+@pytest.mark.parametrize("dim", [0, MAX_DIM + 1, 2.5, "8", True, None])
+def test_a_dim_outside_the_documented_range_is_refused(dim: Any) -> None:
+    assert Embedding().option_errors({"dim": dim}) == {"dim": f"required: an integer from 1 to {MAX_DIM}"}
+
+
+def test_the_summary_round_trips_through_its_stored_form() -> None:
+    rng = np.random.default_rng(0)
+    reference = pd.DataFrame({"e": _column(_vectors(rng, 50))})
+    summary = summarize_reference(reference, {"e": "embedding"})
+    restored = ReferenceSummary.from_bytes(summary.to_bytes()).column("e")
+    assert restored.n == 50 and restored.vectors.dtype == np.float32 and restored.vectors.shape == (50, DIM)
+    assert np.array_equal(restored.vectors, summary.column("e").vectors)
+    assert restored.components.shape == (2, DIM)
+
+
+@pytest.mark.parametrize(
+    ("n_reference", "n_current", "shift"), [(300, 200, 0.0), (300, 200, 0.3), (1200, 600, 0.1)]
+)
+def test_the_default_method_equals_evidentlys_score_and_decision(
+    n_reference: int, n_current: int, shift: float
+) -> None:
+    rng = np.random.default_rng(n_reference + int(shift * 10))
+    reference, current = _vectors(rng, n_reference), _vectors(rng, n_current, shift)
+    expected_score, expected_drift = _evidently(reference, current)
+    result = data_drift(
+        pd.DataFrame({"e": _column(reference)}), pd.DataFrame({"e": _column(current)}), {"e": "embedding"}
+    ).columns["e"]
+    assert (result.method, result.higher_is_drift) == ("model", True)
+    assert result.score == pytest.approx(expected_score, abs=1e-12)
+    assert result.drifted is expected_drift
+    score, threshold = model_score(reference, current, n_reference)
+    assert result.threshold == threshold and (threshold == 0.55) is (n_reference >= 1000)
+
+
+def test_the_default_method_leaves_numpys_global_seed_alone() -> None:
+    rng = np.random.default_rng(5)
+    np.random.seed(123)
+    expected = np.random.RandomState(123).rand()
+    model_score(_vectors(rng, 100), _vectors(rng, 100), 100)  # bootstrap mode
+    assert np.random.rand() == expected
+
+
+def test_the_calibrated_method_is_picked_per_type_and_stored_as_a_p_value() -> None:
+    rng = np.random.default_rng(7)
+    reference = pd.DataFrame({"e": _column(_vectors(rng, 300)), "x": rng.normal(size=300)})
+    current = pd.DataFrame({"e": _column(_vectors(rng, 300, 0.3)), "x": rng.normal(size=300)})
+    types = {"e": "embedding", "x": "numerical"}
+    result = data_drift(reference, current, types, methods={"embedding": "classifier_mw"}).columns
+    assert (result["e"].method, result["e"].threshold, result["e"].higher_is_drift) == (
+        "classifier_mw",
+        0.05,
+        False,
+    )
+    assert result["e"].drifted and result["e"].score is not None and result["e"].score < 1e-6
+    assert result["x"].method == "ks"  # other types keep their default
+
+
+def test_the_calibrated_method_keeps_its_false_alarm_rate_at_small_and_larger_n() -> None:
+    """120 no-drift runs per size: a 5% test alarms at most 12 times with probability > 0.99."""
+    rng = np.random.default_rng(11)
+    for n in (60, 400):
+        alarms = sum(
+            classifier_mw_score(_vectors(rng, n), _vectors(rng, n), n)[0] <= 0.05 for _ in range(120)
+        )
+        assert alarms <= 12, (n, alarms)
+
+
+def test_the_calibrated_method_detects_a_clear_shift_nearly_always() -> None:
+    rng = np.random.default_rng(13)
+    detected = sum(
+        classifier_mw_score(_vectors(rng, 300), _vectors(rng, 300, 0.25), 300)[0] <= 0.05 for _ in range(20)
+    )
+    assert detected >= 19
+
+
+def test_every_method_declares_a_stattest_of_its_own_name() -> None:
+    assert feature_type("embedding").methods() == ("model", "classifier_mw")
+    assert all(m.test.name == name for name, m in EMBEDDING_METHODS.items())

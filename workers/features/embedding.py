@@ -1,0 +1,325 @@
+"""The ``embedding`` feature type: a vector of exactly ``dim`` finite numbers, stored as float32.
+
+Registered as ``{"name": ..., "type": "embedding", "dim": D}`` (``MIN_DIM <= D <= MAX_DIM``). A
+value is a JSON list of D numbers; a wrong length, a non-number, NaN/Infinity or a missing value
+is refused naming the row and field. In a CSV reference it is one cell holding a JSON list, or D
+columns ``name[0]`` … ``name[D-1]``.
+
+Drift methods (the policy's ``embedding_drift_method`` picks one, see ``EMBEDDING_METHODS``):
+
+- ``model`` (default): evidently 0.7.23's default embedding test, legacy ``ModelDriftMethod``: an
+  SGD log-loss domain classifier trained on half of reference ∪ window, its ROC AUC on the other
+  half, drift above 0.55, or above the 95th percentile of 100 random-score AUCs when the reference
+  has fewer than 1,000 rows (bootstrap). Scores and decisions equal evidently's.
+- ``classifier_mw``: the same classifier and split, but the held-out AUC is turned into a
+  one-sided Mann–Whitney p-value. The classifier never sees the held-out rows, so under no drift
+  their reference/window labels are exchangeable given the scores and the p-value is valid at
+  every sample size: the false-alarm rate holds at alpha (0.05), where ``model``'s fixed 0.55
+  alarms on noise at small n (without bootstrap) and needs an ever larger effect at large n.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from workers.drift.distribution import DistributionDict, edges_for, fmt, fractions, histogram, psi
+from workers.drift.stats import StatTest
+from workers.features.base import DriftScore, FeatureKind, InvalidValue
+from workers.features.registry import register_feature_type
+
+MIN_DIM, MAX_DIM = 1, 4096
+# The reference vectors kept in the summary: all of them up to this many, else a fixed-seed sample
+# (61 MB at 768 dimensions in float32; evidently's test itself uses every reference row).
+MAX_REFERENCE_VECTORS = 20_000
+SAMPLE_SEED = 0
+PCA_COMPONENTS = 2  # the drill-down's projection
+PCA_FIT_ROWS = 5_000  # the basis is fitted on at most this many reference vectors
+
+# evidently 0.7.23 ``EmbeddingsDriftMetric``: bootstrap when the reference has < 1,000 rows;
+# ``ModelDriftMethod``: threshold 0.55, 100 random-score AUCs, their 95th percentile; the split
+# (test_size 0.5) and the classifier are seeded with 42.
+BOOTSTRAP_BELOW_ROWS = 1000
+MODEL_THRESHOLD = 0.55
+N_RANDOM_AUCS = 100
+RANDOM_AUC_QUANTILE = 0.95
+SPLIT_SEED = 42
+ALPHA = 0.05
+
+# evidently compares with ``>`` (strict), hence inclusive=False on a higher-is-drift score.
+MODEL = StatTest("model", "domain classifier ROC AUC", MODEL_THRESHOLD, higher_is_drift=True, inclusive=False)
+CLASSIFIER_MW = StatTest(
+    "classifier_mw", "domain classifier AUC, Mann-Whitney p_value", ALPHA, higher_is_drift=False
+)
+
+
+@dataclass(frozen=True)
+class EmbeddingSummary:
+    """The reference's vectors (all, or a fixed-seed sample), their row count and PCA basis."""
+
+    vectors: np.ndarray  # (rows kept, dim) float32
+    n: int  # non-missing reference rows (before sampling)
+    mean: np.ndarray  # (dim,) the basis's centre
+    components: np.ndarray  # (PCA_COMPONENTS or fewer, dim)
+
+    @property
+    def dim(self) -> int:
+        return int(self.vectors.shape[1])
+
+    def project(self, vectors: np.ndarray) -> np.ndarray:
+        return np.asarray((vectors - self.mean) @ self.components.T)
+
+
+def vector_or_none(value: Any) -> np.ndarray | None:
+    """A stored or loaded value as a 1-d float32 array; None when missing or not a vector."""
+    if value is None or isinstance(value, str | bytes | dict):
+        return None
+    try:
+        array = np.asarray(value, dtype="float32")
+    except (TypeError, ValueError):
+        return None
+    return array if array.ndim == 1 and array.size and np.isfinite(array).all() else None
+
+
+def _parsed(value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)  # data only: JSON, never evaluated
+    except ValueError:
+        return None
+
+
+def matrix(values: pd.Series, dim: int | None = None) -> np.ndarray:
+    """The column's non-missing vectors stacked as (n, dim) float32 (rows of another length drop)."""
+    arrays = [a for a in map(vector_or_none, values) if a is not None]
+    if dim is None and arrays:
+        dim = int(pd.Series([a.size for a in arrays]).mode().iloc[0])
+    kept = [a for a in arrays if a.size == dim]
+    return np.vstack(kept) if kept else np.empty((0, dim or 0), dtype="float32")
+
+
+def _pca_basis(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    rows = vectors[np.random.default_rng(SAMPLE_SEED).permutation(len(vectors))[:PCA_FIT_ROWS]]
+    mean = rows.mean(axis=0, dtype="float64")
+    _, _, vt = np.linalg.svd(rows - mean, full_matrices=False)
+    return mean.astype("float32"), vt[:PCA_COMPONENTS].astype("float32")
+
+
+def summarize_embedding(values: pd.Series) -> EmbeddingSummary:
+    vectors = matrix(values)
+    n = len(vectors)
+    if n > MAX_REFERENCE_VECTORS:
+        keep = np.sort(np.random.default_rng(SAMPLE_SEED).choice(n, MAX_REFERENCE_VECTORS, replace=False))
+        vectors = vectors[keep]
+    if n == 0:
+        return EmbeddingSummary(vectors, 0, np.zeros(vectors.shape[1], "float32"), vectors[:0])
+    mean, components = _pca_basis(vectors)
+    return EmbeddingSummary(vectors, n, mean, components)
+
+
+# -- the domain classifier (evidently's ModelDriftMethod, operation for operation)
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """The classifier's scores of the held-out half: y 1 = reference, 0 = window."""
+
+    y: np.ndarray
+    proba: np.ndarray  # predict_proba[:, 1], what evidently's AUC ranks
+    margin: np.ndarray  # decision_function: the same order without float saturation ties
+
+
+def domain_classifier(reference: np.ndarray, current: np.ndarray) -> HeldOut | None:
+    """Reference (target 1) stacked over the window (target 0), split in halves with seed 42,
+    an SGD log-loss classifier (seed 42) fitted on one half and scored on the other. None when
+    a half lacks one of the two sides (a handful of rows)."""
+    # sklearn only on this path (checks with an embedding feature), imported when first needed.
+    from sklearn.linear_model import SGDClassifier
+    from sklearn.model_selection import train_test_split
+
+    data = np.vstack([reference, current]).astype("float64")
+    target = np.concatenate([np.ones(len(reference), "int64"), np.zeros(len(current), "int64")])
+    x_train, x_test, y_train, y_test = train_test_split(
+        data, target, test_size=0.5, random_state=SPLIT_SEED, shuffle=True
+    )
+    if np.unique(y_train).size < 2 or np.unique(y_test).size < 2:
+        return None
+    clf = SGDClassifier(loss="log_loss", random_state=SPLIT_SEED).fit(x_train, y_train)
+    return HeldOut(y_test, clf.predict_proba(x_test)[:, 1], clf.decision_function(x_test))
+
+
+def random_auc_threshold(y: np.ndarray) -> float:
+    """evidently's bootstrap threshold: the 95th percentile of the AUCs of 100 uniform random
+    scores seeded 0..99 (``np.random.seed(i)``: a RandomState(i) draws the same numbers, without
+    touching numpy's global state)."""
+    from sklearn.metrics import roc_auc_score
+
+    aucs = [roc_auc_score(y, np.random.RandomState(i).rand(len(y))) for i in range(N_RANDOM_AUCS)]
+    return float(np.percentile(aucs, 100 * RANDOM_AUC_QUANTILE))
+
+
+def model_score(reference: np.ndarray, current: np.ndarray, n_reference: int) -> tuple[float, float]:
+    """(ROC AUC, threshold) of evidently's default embedding test; NaN when it cannot run."""
+    held = domain_classifier(reference, current)
+    return (math.nan, MODEL_THRESHOLD) if held is None else model_of(held, n_reference)
+
+
+def model_of(held: HeldOut, n_reference: int) -> tuple[float, float]:
+    from sklearn.metrics import roc_auc_score
+
+    auc = float(roc_auc_score(held.y, held.proba))
+    bootstrap = n_reference < BOOTSTRAP_BELOW_ROWS
+    return auc, random_auc_threshold(held.y) if bootstrap else MODEL_THRESHOLD
+
+
+def classifier_mw_score(reference: np.ndarray, current: np.ndarray, n_reference: int) -> tuple[float, float]:
+    """(one-sided Mann–Whitney p-value of the held-out AUC > 0.5, alpha)."""
+    held = domain_classifier(reference, current)
+    return (math.nan, ALPHA) if held is None else classifier_mw_of(held)
+
+
+def classifier_mw_of(held: HeldOut) -> tuple[float, float]:
+    from scipy.stats import mannwhitneyu
+
+    is_reference = held.y == 1
+    result = mannwhitneyu(held.margin[is_reference], held.margin[~is_reference], alternative="greater")
+    return float(result.pvalue), ALPHA
+
+
+@dataclass(frozen=True)
+class EmbeddingMethod:
+    test: StatTest
+    score: Callable[[np.ndarray, np.ndarray, int], tuple[float, float]]  # ref, cur, n_ref
+
+
+EMBEDDING_METHODS: dict[str, EmbeddingMethod] = {
+    MODEL.name: EmbeddingMethod(MODEL, model_score),
+    CLASSIFIER_MW.name: EmbeddingMethod(CLASSIFIER_MW, classifier_mw_score),
+}
+DEFAULT_METHOD = MODEL.name
+
+
+class Embedding(FeatureKind[EmbeddingSummary]):
+    name = "embedding"
+    storage_dtype = "object"  # each value a float32 array (None when missing)
+    encoding = None  # PCA, DLE and the tabular encoder leave it out
+    summary_arrays = ("vectors", "mean", "components")
+    array_prefix = "emb"
+    distribution_note = "projection on the reference's first principal component"
+    options = ("dim",)
+    allows_missing = False
+
+    def __init__(self, dim: int | None = None) -> None:
+        self.dim = dim  # None: the registered, unbound type (checks lists of finite numbers)
+
+    # -- the feature's own options
+    def option_errors(self, spec: Mapping[str, Any]) -> dict[str, str]:
+        dim = spec.get("dim")
+        if isinstance(dim, bool) or not isinstance(dim, int) or not MIN_DIM <= dim <= MAX_DIM:
+            return {"dim": f"required: an integer from {MIN_DIM} to {MAX_DIM}"}
+        return {}
+
+    def bind(self, spec: Mapping[str, Any]) -> Embedding:
+        return Embedding(int(spec["dim"])) if "dim" in spec else self
+
+    def split_columns(self, name: str) -> list[str]:
+        return [f"{name}[{i}]" for i in range(self.dim or 0)]
+
+    # -- ingestion
+    def clean(self, value: Any) -> Any:
+        if not isinstance(value, list):
+            raise InvalidValue(f"embedding feature got {type(value).__name__} (send a list of numbers)")
+        if self.dim is not None and len(value) != self.dim:
+            raise InvalidValue(f"expected {self.dim} numbers, got {len(value)}")
+        for i, item in enumerate(value):
+            if isinstance(item, bool) or not isinstance(item, int | float):
+                raise InvalidValue(f"element {i} is {type(item).__name__}, not a number")
+            if not math.isfinite(item):
+                raise InvalidValue(f"element {i} is not finite (NaN and infinity are rejected)")
+        return [float(v) for v in np.asarray(value, dtype="float32").tolist()]
+
+    def parse_text(self, text: str) -> Any:
+        try:
+            return json.loads(text)  # data only: JSON, never evaluated
+        except ValueError:
+            raise InvalidValue(f"not a JSON list of numbers: {text[:40]!r}") from None
+
+    def parse_cells(self, cells: list[str]) -> Any:
+        """The ``name[i]`` CSV cells as one vector (every cell empty: a missing value)."""
+        if all(c == "" for c in cells):
+            return None
+        values = []
+        for i, text in enumerate(cells):
+            try:
+                values.append(float(text))
+            except ValueError:
+                raise InvalidValue(f"element {i}: not a number: {text[:40]!r}") from None
+        return values
+
+    # -- storage
+    def column(self, values: pd.Series) -> pd.Series:
+        """Stored lists, arrays, or the JSON text a window's SQL extracts (parsed as JSON)."""
+        return pd.Series([vector_or_none(_parsed(v)) for v in values], index=values.index, dtype="object")
+
+    # -- reference summary
+    def summarize(self, values: pd.Series) -> EmbeddingSummary:
+        return summarize_embedding(values)
+
+    def summary_dump(self, summary: EmbeddingSummary) -> tuple[Any, dict[str, np.ndarray]]:
+        arrays = {"vectors": summary.vectors, "mean": summary.mean, "components": summary.components}
+        return {"n": summary.n}, arrays
+
+    def summary_load(self, meta: Any, arrays: Mapping[str, np.ndarray]) -> EmbeddingSummary:
+        return EmbeddingSummary(arrays["vectors"], int(meta["n"]), arrays["mean"], arrays["components"])
+
+    # -- drift
+    def default_stattest(self, n_reference: int, n_unique: int) -> StatTest:
+        return MODEL
+
+    def methods(self) -> tuple[str, ...]:
+        return tuple(EMBEDDING_METHODS)
+
+    def drift(self, summary: EmbeddingSummary, values: pd.Series) -> DriftScore | None:
+        return self.drift_by(DEFAULT_METHOD, summary, values)
+
+    def drift_by(self, method: str, summary: EmbeddingSummary, values: pd.Series) -> DriftScore | None:
+        chosen = EMBEDDING_METHODS[method]
+        current = matrix(values, summary.dim)
+        if summary.n == 0 or len(current) == 0:
+            return None
+        score, threshold = chosen.score(summary.vectors, current, summary.n)
+        return DriftScore(chosen.test, score, len(current), threshold)
+
+    def distribution(self, summary: EmbeddingSummary, values: pd.Series) -> DistributionDict | None:
+        current = matrix(values, summary.dim)
+        if summary.n == 0 or len(current) == 0 or len(summary.components) == 0:
+            return None
+        reference_pc, current_pc = summary.project(summary.vectors)[:, 0], summary.project(current)[:, 0]
+        edges = edges_for(reference_pc, current_pc)
+        ref_counts, cur_counts = histogram(reference_pc, edges), histogram(current_pc, edges)
+        return {
+            "column_type": self.name,
+            "labels": [f"[{fmt(a)}, {fmt(b)})" for a, b in zip(edges[:-1], edges[1:], strict=True)],
+            "edges": [float(e) for e in edges],
+            "reference": fractions(ref_counts),
+            "current": fractions(cur_counts),
+            "n_reference": int(summary.n),
+            "n_current": int(len(current)),
+            "psi": psi(ref_counts, cur_counts),
+            "wasserstein_norm": None,
+            "cramers_v": None,
+        }
+
+    # -- data quality
+    def missing(self, values: pd.Series) -> np.ndarray:
+        return np.array([vector_or_none(v) is None for v in values], dtype=bool)
+
+
+EMBEDDING = register_feature_type(Embedding())
