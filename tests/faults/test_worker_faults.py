@@ -9,7 +9,7 @@ import os
 import signal
 import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from subprocess import Popen
 
 import pytest
@@ -25,11 +25,11 @@ from monitoring.models import (
 )
 from monitoring.window import scheduled_window
 from registry.models import RegisteredModel
+from tests.clock import T0
 from tests.live import celery_worker, child_env, django_database_url, wait_until, worker_children
 from tests.platform.monitoring.factories import monitored_model, rows, send
 from workers.celery_app import app
 
-T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 END = T0 + timedelta(hours=1)
 CHECK = "driftwatch.checks.check_model"
 
