@@ -87,8 +87,11 @@ def test_the_same_notification_message_delivered_twice_is_sent_once(
     drifted: RegisteredModel, worker: Popen[bytes]
 ) -> None:
     _send_check(drifted, str(uuid.uuid4()))
-    _drained()
-    note = Notification.objects.get(alert__model=drifted, alert__kind="data_drift", channel="email")
+    # The check opens the alert and its notification (a check retried under load runs after any
+    # drain message): wait for the row itself.
+    notes = Notification.objects.filter(alert__model=drifted, alert__kind="data_drift", channel="email")
+    wait_until(notes.exists, 120, what="the alert's email notification")
+    note = notes.get()
     wait_until(lambda: Notification.objects.get(pk=note.pk).state == NotificationState.SENT, 60)
     for _ in range(2):
         app.send_task("driftwatch.alerts.deliver_notification", args=[note.pk], task_id=str(uuid.uuid4()))
