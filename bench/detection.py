@@ -103,7 +103,9 @@ LABELLED_POLICIES = {
 N_FEATURES, N_DRIFTED, DRIFT_SHIFT = 9, 5, 0.19
 PERSISTENT_BEFORE, PERSISTENT_AFTER = 1000, 2000
 PERSISTENT_POLICIES = {f"resolve-after-{k}": POLICY | {"resolve_after": k} for k in (3, 1)}
-T0 = datetime(2025, 1, 1, tzinfo=UTC)  # simulated time starts here (the API refuses the future)
+# Simulated time starts at a midnight a week back: the streams (hours long) end in the past, as
+# the API refuses the future, whatever day the bench runs.
+T0 = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=7)
 TICK = timedelta(microseconds=60_000_000 // CHECK_EVERY)
 ACCURACY_DROP, DATA_DRIFT = "accuracy_drop", "data_drift"
 

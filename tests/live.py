@@ -3,6 +3,7 @@ PostgreSQL and Redis servers on free 127.0.0.1 ports in temporary directories (t
 theirs; the shared servers are never touched). Everything started here is torn down on exit."""
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -58,6 +59,18 @@ def child_env(**overrides: str) -> dict[str, str]:
     env.update(overrides)
     if not env.get("REDIS_URL"):
         env.pop("REDIS_URL", None)
+    return env
+
+
+def server_env() -> dict[str, str]:
+    """The environment for server binaries (redis-server, PostgreSQL): this one without libfaketime,
+    which redis-server cannot start under (its allocator's clock calls recurse). Their clocks hold
+    no date the tests read; the Python children (gunicorn, Celery) keep libfaketime, so a run moved
+    by `faketime` (.ci/run) moves them with it."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("FAKETIME")}
+    kept = [lib for lib in re.split(r"[:\s]+", env.pop("LD_PRELOAD", "")) if lib and "faketime" not in lib]
+    if kept:
+        env["LD_PRELOAD"] = " ".join(kept)
     return env
 
 
@@ -195,8 +208,9 @@ class PrivateRedis:
             ],  # fmt: skip
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            env=server_env(),
         )
-        wait_until(self._answers, 10, what="private redis")
+        wait_until(self._answers, 60, what="private redis")
 
     def _answers(self) -> bool:
         try:
@@ -233,7 +247,7 @@ class PrivatePostgres:
         return f"postgres://postgres@127.0.0.1:{self.port}/{name}"
 
     def _run(self, *argv: str) -> None:
-        subprocess.run([*self.as_user, *argv], check=True, capture_output=True, timeout=120)
+        subprocess.run([*self.as_user, *argv], check=True, capture_output=True, timeout=120, env=server_env())
 
     def start(self) -> None:
         options = f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.dir} -c fsync=off"
@@ -244,6 +258,8 @@ class PrivatePostgres:
 
     def close(self) -> None:
         subprocess.run(
-            [*self.as_user, "pg_ctl", "-D", str(self.data), "-m", "immediate", "stop"], capture_output=True
+            [*self.as_user, "pg_ctl", "-D", str(self.data), "-m", "immediate", "stop"],
+            capture_output=True,
+            env=server_env(),
         )
         shutil.rmtree(self.dir, ignore_errors=True)

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from urllib.parse import urlencode
 
 from django.http import QueryDict
+from django.utils import timezone
 
 PRESETS = {
     "1h": timedelta(hours=1),
@@ -68,7 +69,7 @@ def _parse(text: str | None) -> datetime | None:
 def time_range_parse(params: QueryDict, *, newest: datetime | None) -> TimeRange:
     """The range a request asks for; an unreadable one falls back to the default and says why."""
     key = params.get("range") or DEFAULT
-    anchor = newest or datetime.now(UTC)
+    anchor = newest or timezone.now()
     if key == "all":
         return TimeRange("all", None, None)
     if key == "custom":

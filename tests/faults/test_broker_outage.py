@@ -6,7 +6,6 @@ suite's own test database.
 
 import json
 from collections.abc import Iterator
-from datetime import UTC, datetime
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -15,6 +14,7 @@ from core.models import OutboxMessage
 from core.services import api_token_create
 from monitoring.models import CheckState, Notification, NotificationState, PredictionSample, QualityCheck
 from registry.models import RegisteredModel
+from tests.clock import T0
 from tests.live import (
     PrivateRedis,
     celery_worker,
@@ -29,8 +29,6 @@ from tests.live import (
 from tests.platform.conftest import make_model, make_sample
 from tests.platform.monitoring.factories import monitored_model, rows, send
 from workers import queues
-
-T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 
 
 @pytest.fixture

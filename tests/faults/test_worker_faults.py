@@ -9,7 +9,7 @@ import os
 import signal
 import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from subprocess import Popen
 
 import pytest
@@ -25,11 +25,11 @@ from monitoring.models import (
 )
 from monitoring.window import scheduled_window
 from registry.models import RegisteredModel
+from tests.clock import T0
 from tests.live import celery_worker, child_env, django_database_url, wait_until, worker_children
 from tests.platform.monitoring.factories import monitored_model, rows, send
 from workers.celery_app import app
 
-T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 END = T0 + timedelta(hours=1)
 CHECK = "driftwatch.checks.check_model"
 
@@ -87,8 +87,11 @@ def test_the_same_notification_message_delivered_twice_is_sent_once(
     drifted: RegisteredModel, worker: Popen[bytes]
 ) -> None:
     _send_check(drifted, str(uuid.uuid4()))
-    _drained()
-    note = Notification.objects.get(alert__model=drifted, alert__kind="data_drift", channel="email")
+    # The check opens the alert and its notification (a check retried under load runs after any
+    # drain message): wait for the row itself.
+    notes = Notification.objects.filter(alert__model=drifted, alert__kind="data_drift", channel="email")
+    wait_until(notes.exists, 120, what="the alert's email notification")
+    note = notes.get()
     wait_until(lambda: Notification.objects.get(pk=note.pk).state == NotificationState.SENT, 60)
     for _ in range(2):
         app.send_task("driftwatch.alerts.deliver_notification", args=[note.pk], task_id=str(uuid.uuid4()))

@@ -9,6 +9,7 @@ from rest_framework.test import APIClient
 
 from core.services import api_token_create
 from registry.models import RegisteredModel
+from tests.clock import at, iso
 
 FEATURES = [
     {"name": "age", "type": "numerical"},
@@ -29,7 +30,7 @@ def make_model(name: str = "churn", task: str = "classification", **kwargs: Any)
 def make_sample(i: int, **overrides: Any) -> dict[str, Any]:
     sample: dict[str, Any] = {
         "id": f"s{i}",
-        "timestamp": "2026-11-30T12:00:00Z",
+        "timestamp": iso(at(hours=4)),
         "features": {"age": 30 + i % 40, "income": 1000.0 + i, "city": ["paris", "lyon"][i % 2]},
         "prediction": ["no", "yes"][i % 2],
         "probabilities": {"no": 0.7, "yes": 0.3} if i % 2 == 0 else {"no": 0.2, "yes": 0.8},

@@ -1,10 +1,9 @@
-from datetime import UTC, datetime
-
 from core.admin_columns import EMPTY, clipped, duration, short_time, size
+from tests.clock import at, minute
 
 
 def test_short_time_is_minutes_in_one_format() -> None:
-    assert short_time(datetime(2026, 11, 30, 10, 5, 59, tzinfo=UTC)) == "2026-11-30 10:05"
+    assert short_time(at(hours=2, minutes=5, seconds=59)) == minute(at(hours=2, minutes=5))
     assert short_time(None) == EMPTY
 
 

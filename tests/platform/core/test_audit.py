@@ -1,6 +1,6 @@
 """Every state change made by a person or a token is in the audit log, with who, what and when."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from io import StringIO
 
 import pytest
@@ -14,9 +14,8 @@ from monitoring.checks import quality_check_run
 from monitoring.models import Alert, AlertState, MonitoringPolicy
 from monitoring.window import scheduled_window
 from registry.models import RegisteredModel
+from tests.clock import T0
 from tests.platform.monitoring.factories import monitored_model, rows, send
-
-T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ from rest_framework.test import APIClient
 
 from monitoring.models import PredictionSample
 from registry.models import RegisteredModel
+from tests.clock import T0, iso
 from tests.platform.conftest import make_sample
 
 URL = "/api/v1/models/churn/predictions"
@@ -78,7 +79,7 @@ def test_nul_in_a_query_parameter_or_path_is_a_400(client_for: Any, churn: Regis
     assert first_error(response)["field"] in ("state", "path")
 
 
-@pytest.mark.parametrize("value", ["2026-11-30T00:00:00+23:00", "2026-11-30T00:00:00-16:00"])
+@pytest.mark.parametrize("value", [f"{iso(T0, tz=False)}+23:00", f"{iso(T0, tz=False)}-16:00"])
 def test_checks_query_with_a_timezone_offset_beyond_1559_is_a_400(
     client_for: Any, churn: RegisteredModel, value: str
 ) -> None:
@@ -91,7 +92,7 @@ def test_ingested_timestamp_with_an_offset_beyond_1559_is_a_400(
     ingest: APIClient, churn: RegisteredModel
 ) -> None:
     response = ingest.post(
-        URL, {"samples": [make_sample(0, timestamp="2026-11-30T00:00:00+20:00")]}, format="json"
+        URL, {"samples": [make_sample(0, timestamp=f"{iso(T0, tz=False)}+20:00")]}, format="json"
     )
     assert response.status_code == 400
     assert (first_error(response)["row"], first_error(response)["field"]) == (0, "timestamp")

@@ -1,6 +1,6 @@
 """Tokens expire, can be limited to models, record their last use and are rate limited on ingestion."""
 
-import time
+from contextlib import AbstractContextManager
 from datetime import timedelta
 from io import StringIO
 from typing import Any
@@ -14,6 +14,7 @@ from core.models import ApiToken
 from core.services import api_token_create
 from monitoring.models import PredictionSample
 from registry.models import RegisteredModel
+from tests.clock import at, wall_clock
 from tests.platform.conftest import make_model, make_sample
 
 PREDICTIONS = "/api/v1/models/churn/predictions"
@@ -73,27 +74,27 @@ def test_last_used_time_is_recorded(churn: RegisteredModel) -> None:
     assert token.last_used_at is not None and timezone.now() - token.last_used_at < timedelta(minutes=1)
 
 
-def away_from_a_minute_boundary() -> None:
-    """The limit counts per clock minute: start a burst early in one, so it stays in one."""
-    if time.time() % 60 > 55:
-        time.sleep(60 - time.time() % 60 + 0.1)
+def at_a_minute_start() -> AbstractContextManager[object]:
+    """The limit counts per clock minute: the burst starts as one begins (the wall clock moved to
+    a round hour, ticking), so it stays in that minute."""
+    return wall_clock(at(hours=5))
 
 
 def test_ingestion_over_the_rate_limit_is_a_429_with_retry_after(churn: RegisteredModel) -> None:
     client, _ = client_with(rate_limit_per_minute=3)
-    away_from_a_minute_boundary()
-    responses = [post_one(client, i) for i in range(4)]
-    assert [r.status_code for r in responses] == [200, 200, 200, 429]
-    assert 1 <= int(responses[3]["Retry-After"]) <= 60
-    assert not PredictionSample.objects.filter(sample_id="s3").exists()
+    with at_a_minute_start():
+        responses = [post_one(client, i) for i in range(4)]
+        assert [r.status_code for r in responses] == [200, 200, 200, 429]
+        assert 1 <= int(responses[3]["Retry-After"]) <= 60
+        assert not PredictionSample.objects.filter(sample_id="s3").exists()
 
 
 def test_the_rate_limit_is_per_token(churn: RegisteredModel) -> None:
     first, _ = client_with(rate_limit_per_minute=1)
     second, _ = client_with(rate_limit_per_minute=1)
-    away_from_a_minute_boundary()
-    assert [post_one(first, 1).status_code, post_one(first, 2).status_code] == [200, 429]
-    assert post_one(second, 3).status_code == 200
+    with at_a_minute_start():
+        assert [post_one(first, 1).status_code, post_one(first, 2).status_code] == [200, 429]
+        assert post_one(second, 3).status_code == 200
 
 
 def test_reads_are_not_rate_limited(churn: RegisteredModel, settings: Any) -> None:
@@ -105,8 +106,8 @@ def test_reads_are_not_rate_limited(churn: RegisteredModel, settings: Any) -> No
 def test_the_default_rate_comes_from_the_setting(churn: RegisteredModel, settings: Any) -> None:
     settings.DRIFTWATCH_INGEST_RATE_PER_MINUTE = 2
     client, _ = client_with()
-    away_from_a_minute_boundary()
-    assert [post_one(client, i).status_code for i in range(3)] == [200, 200, 429]
+    with at_a_minute_start():
+        assert [post_one(client, i).status_code for i in range(3)] == [200, 200, 429]
 
 
 def test_a_token_limit_of_zero_turns_the_limit_off(churn: RegisteredModel, settings: Any) -> None:

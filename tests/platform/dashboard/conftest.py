@@ -1,6 +1,6 @@
 """The dashboard tests' story: real checks and alerts made through the monitoring services."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -11,9 +11,8 @@ from monitoring.checks import quality_check_run
 from monitoring.models import Alert, MonitoringPolicy, QualityCheck
 from monitoring.window import scheduled_window
 from registry.models import RegisteredModel
+from tests.clock import T0
 from tests.platform.monitoring.factories import monitored_model, rows, send
-
-T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 
 
 def run_check(model: RegisteredModel, end: datetime) -> QualityCheck:

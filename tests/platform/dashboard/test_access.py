@@ -1,6 +1,6 @@
 """Every active user logs in to the dashboard and reads it; only staff change anything."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import User
@@ -9,9 +9,8 @@ from django.test import Client
 from monitoring.checks import quality_check_run
 from monitoring.models import Alert, AlertState, MonitoringPolicy, QualityCheck
 from monitoring.window import scheduled_window
+from tests.clock import T0
 from tests.platform.monitoring.factories import monitored_model, rows, send
-
-T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 
 
 @pytest.fixture

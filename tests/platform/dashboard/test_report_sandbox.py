@@ -1,6 +1,6 @@
 """The evidently report holds ingested values: it is served so that nothing in it can act on the app."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import User
@@ -10,9 +10,9 @@ from monitoring.checks import quality_check_run
 from monitoring.models import MonitoringPolicy, QualityCheck
 from monitoring.reports import check_report_render
 from monitoring.window import scheduled_window
+from tests.clock import T0
 from tests.platform.monitoring.factories import monitored_model, rows, send
 
-T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 PAYLOAD = "</script><script>fetch('/alerts/1/resolve',{method:'POST'})</script>"
 
 

@@ -14,6 +14,7 @@ from retraining.models import GpuPlacement, JobState, RetrainJob
 from retraining.placement import jobs_place
 from retraining.requests import job_request
 from retraining.selectors import job_log_entries
+from tests.clock import at
 from tests.platform.conftest import make_model
 from tests.platform.retraining.factories import drifted_model, run
 from workers.placement.devices import GIB
@@ -86,13 +87,14 @@ def test_the_job_page_shows_plan_peaks_loss_curve_and_log() -> None:
 
 def test_log_entries_keep_a_traceback_with_its_step() -> None:
     job = job_request(model=make_model(), trigger="admin")
+    stamps = [f"{at(hours=19, seconds=s):%Y-%m-%d %H:%M:%S}" for s in range(3)]  # as joblog writes them
     RetrainJob.objects.filter(pk=job.pk).update(
-        log="2026-12-01 03:00:00 queued → planned\n2026-12-01 03:00:01 failed:\nTraceback (most recent call last):\n"
-        '  File "x.py", line 1\nValueError: bad\n2026-12-01 03:00:02 → failed: ValueError: bad\n'
+        log=f"{stamps[0]} queued → planned\n{stamps[1]} failed:\nTraceback (most recent call last):\n"
+        f'  File "x.py", line 1\nValueError: bad\n{stamps[2]} → failed: ValueError: bad\n'
     )
     job.refresh_from_db()
     entries = job_log_entries(job=job)
-    assert [e.at for e in entries] == ["2026-12-01 03:00:00", "2026-12-01 03:00:01", "2026-12-01 03:00:02"]
+    assert [e.at for e in entries] == stamps
     assert entries[1].message.endswith("ValueError: bad") and entries[1].message.count("\n") == 3
 
 

@@ -1,9 +1,19 @@
 """The model page's time range: presets end at the newest check, the URL keeps the choice, and
 the chart sits on a time axis with markers for breaches and alerts."""
 
+from datetime import datetime
 from typing import Any
 
 from django.test import Client
+
+from tests.clock import at, minute
+
+START, END = at(minutes=30), at(hours=1, minutes=30)
+
+
+def field(when: datetime) -> str:
+    """As an <input type="datetime-local"> holds it."""
+    return f"{when:%Y-%m-%dT%H:%M}"
 
 
 def test_last_hour_shows_only_the_newest_check(staff: Client, story: dict[str, Any]) -> None:
@@ -20,9 +30,9 @@ def test_last_day_shows_both_checks_on_the_chart(staff: Client, story: dict[str,
 
 
 def test_a_custom_range_is_kept_in_the_form(staff: Client, story: dict[str, Any]) -> None:
-    page = staff.get("/models/sea/?range=custom&start=2026-11-30T08:30&end=2026-11-30T09:30").content.decode()
-    assert 'value="2026-11-30T08:30"' in page and 'value="2026-11-30T09:30"' in page
-    assert "showing 2026-11-30 08:30 → 2026-11-30 09:30 UTC" in page
+    page = staff.get(f"/models/sea/?range=custom&start={field(START)}&end={field(END)}").content.decode()
+    assert f'value="{field(START)}"' in page and f'value="{field(END)}"' in page
+    assert f"showing {minute(START)} → {minute(END)} UTC" in page
     assert page.count('<circle class="pt s-realised"') == 1
 
 

@@ -6,14 +6,18 @@ import sys
 from pathlib import Path
 
 from demo.console import MAX_BLOCK_LINES, Console, ConsoleFilter, LogPump
+from tests.clock import at
 
-ACCESS = (
-    '127.0.0.1 - - [01/Dec/2026:02:55:05 +0000] "POST /api/v1/models/demo-churn/predictions HTTP/1.1" 200 31'
-)
-INFO = "2026-12-01 02:55:09,711 INFO ForkPoolWorker-2 celery.app.trace: Task x succeeded in 0.01s: 0"
-WARNING = "2026-12-01 02:55:09,711 WARNING MainProcess monitoring.checks: check 7 of model 1 failed: boom"
-GUNICORN_ERROR = "[2026-12-01 02:55:32 +0000] [11317] [CRITICAL] WORKER TIMEOUT (pid:11322)"
-GUNICORN_INFO = "[2026-12-01 02:55:32 +0000] [11317] [INFO] Handling signal: term"
+WHEN = at(hours=18, minutes=55, seconds=9)
+LOGGED = f"{WHEN:%Y-%m-%d %H:%M:%S},711"  # logging's asctime, as celery and Django write it
+ACCESSED = f"{WHEN:%d/%b/%Y:%H:%M:%S} +0000"  # gunicorn's access log
+GUNICORN = f"{WHEN:%Y-%m-%d %H:%M:%S} +0000"  # gunicorn's error log
+
+ACCESS = f'127.0.0.1 - - [{ACCESSED}] "POST /api/v1/models/demo-churn/predictions HTTP/1.1" 200 31'
+INFO = f"{LOGGED} INFO ForkPoolWorker-2 celery.app.trace: Task x succeeded in 0.01s: 0"
+WARNING = f"{LOGGED} WARNING MainProcess monitoring.checks: check 7 of model 1 failed: boom"
+GUNICORN_ERROR = f"[{GUNICORN}] [11317] [CRITICAL] WORKER TIMEOUT (pid:11322)"
+GUNICORN_INFO = f"[{GUNICORN}] [11317] [INFO] Handling signal: term"
 
 
 def shown(lines: list[str]) -> list[str]:
@@ -30,7 +34,7 @@ def test_warnings_and_errors_reach_the_console() -> None:
 
 
 def test_a_traceback_reaches_the_console_whole_until_the_next_record() -> None:
-    error = "2026-12-01 02:55:09,711 ERROR ForkPoolWorker-1 celery.app.trace: Task failed"
+    error = f"{LOGGED} ERROR ForkPoolWorker-1 celery.app.trace: Task failed"
     traceback = [
         "Traceback (most recent call last):",
         '  File "x.py", line 1, in <module>',
@@ -50,14 +54,12 @@ def test_a_new_champion_reaches_the_console_without_the_traffic_lines_after_it()
 
 
 def test_a_server_error_in_the_access_log_reaches_the_console() -> None:
-    error = (
-        '127.0.0.1 - - [01/Dec/2026:02:55:05 +0000] "GET /api/v1/models/x/checks HTTP/1.1" 500 145 "-" "curl"'
-    )
+    error = f'127.0.0.1 - - [{ACCESSED}] "GET /api/v1/models/x/checks HTTP/1.1" 500 145 "-" "curl"'
     assert shown([ACCESS, error]) == [error]
 
 
 def test_known_harmless_warnings_stay_in_the_log_with_their_continuation_lines() -> None:
-    kombu = "2026-12-01 02:55:01,471 WARNING MainProcess kombu.connection: No hostname was supplied. Reverting to default 'localhost'"
+    kombu = f"{LOGGED} WARNING MainProcess kombu.connection: No hostname was supplied. Reverting to default 'localhost'"
     root = [
         "/v/celery/platforms.py:893: SecurityWarning: You're running the worker with superuser privileges: this is",
         "absolutely not recommended!",

@@ -5,12 +5,11 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.live import PLATFORM, ROOT
+from tests.live import PLATFORM, ROOT, wait_until
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 
@@ -45,11 +44,15 @@ def test_children_of_a_run_killed_outright_are_stopped_by_the_kernel(tmp_path: P
     )
     assert run.stdout is not None
     child = int(run.stdout.readline())
-    assert not gone(child)
-    run.send_signal(signal.SIGKILL)  # no handler, no finally: only the kernel can tell the child
-    run.wait(10)
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and not gone(child):
-        time.sleep(0.05)
-    assert gone(child)
-    assert (tmp_path / "sleeper.log").exists()
+    try:
+        assert not gone(child)
+        # The pump thread opens the log a moment after child_start returns: wait for it, so the
+        # kill below lands on a run whose child is fully set up (under load that moment is long).
+        wait_until((tmp_path / "sleeper.log").exists, 60, what="the sleeper's log")
+        run.send_signal(signal.SIGKILL)  # no handler, no finally: only the kernel can tell the child
+        run.wait(30)
+        wait_until(lambda: gone(child), 30, interval=0.05, what="the orphaned child's end")
+    finally:
+        run.kill()
+        if not gone(child):
+            os.kill(child, signal.SIGKILL)

@@ -1,7 +1,7 @@
 """A check stores, per drift column, the reference and window distributions with effect sizes,
 so the per-feature drill-down reads check rows only."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -11,10 +11,10 @@ from monitoring.selectors import column_drift_series, column_effects
 from monitoring.window import scheduled_window
 from registry.models import RegisteredModel
 from registry.reference import PREDICTION
+from tests.clock import T0
 from tests.platform.monitoring.factories import monitored_model, rows, send
 
 pytestmark = pytest.mark.django_db
-T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 
 
 def _check(model: RegisteredModel, end: datetime) -> QualityCheck:

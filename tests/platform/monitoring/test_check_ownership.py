@@ -1,6 +1,6 @@
 """Who may compute a check: its task (and that task's redelivery), or anyone once it is stale."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 from django.test import override_settings
@@ -10,9 +10,9 @@ from monitoring.checks import _compute_into, quality_check_run
 from monitoring.models import Alert, CheckState, MonitoringPolicy, QualityCheck
 from monitoring.window import scheduled_window
 from registry.models import RegisteredModel
+from tests.clock import T0
 from tests.platform.monitoring.factories import monitored_model, rows, send
 
-T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 END = T0 + timedelta(hours=1)
 
 

@@ -1,4 +1,4 @@
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 from django.utils import timezone
@@ -7,9 +7,8 @@ from monitoring.checks import quality_check_run
 from monitoring.models import Alert, CheckState, MonitoringPolicy, QualityCheck
 from monitoring.serializers import CheckOut
 from monitoring.window import range_window, scheduled_window
+from tests.clock import T0
 from tests.platform.monitoring.factories import monitored_model, rows, send
-
-T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 
 
 def run_check(model, end):  # type: ignore[no-untyped-def]

@@ -1,5 +1,5 @@
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -7,9 +7,8 @@ from rest_framework.test import APIClient
 
 from monitoring.models import Alert, MonitoringPolicy, QualityCheck
 from monitoring.services import labels_ingest
+from tests.clock import FUTURE, T0, iso
 from tests.platform.monitoring.factories import monitored_model, rows, send
-
-T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 
 
 @pytest.fixture
@@ -85,7 +84,7 @@ def test_check_with_start_after_end_is_a_400(client_for: Callable[[str], APIClie
 
 def test_naive_check_time_is_a_400(client_for: Callable[[str], APIClient], sea: object) -> None:
     response = client_for("ingest").post(
-        "/api/v1/models/sea/checks", {"end": "2026-11-30T08:00:00"}, format="json"
+        "/api/v1/models/sea/checks", {"end": iso(T0, tz=False)}, format="json"
     )
     assert response.status_code == 400 and response.json()["errors"][0]["field"] == "end"
 
@@ -185,7 +184,7 @@ def test_check_response_names_the_alerts_it_opened_and_resolved(
     ("body", "field"),
     [
         ({"end": T0.isoformat(), "window": "1h"}, "window"),
-        ({"end": "2099-01-01T00:00:00Z"}, "end"),
+        ({"end": iso(FUTURE)}, "end"),
         (["not", "an", "object"], "body"),
     ],
 )

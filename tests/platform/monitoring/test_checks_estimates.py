@@ -1,6 +1,6 @@
 """The regression estimate (DLE) and multivariate drift inside a real check."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import numpy as np
@@ -12,8 +12,7 @@ from monitoring.services import labels_ingest, policy_ensure, predictions_ingest
 from monitoring.window import scheduled_window
 from registry.models import RegisteredModel
 from registry.services import model_register, reference_upload
-
-T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
+from tests.clock import T0
 
 
 def regression_rows(n: int, *, seed: int, x_mean: float) -> list[dict[str, Any]]:

@@ -1,7 +1,7 @@
 """Data that used to break every later check: ancient timestamps, a reference without
 probabilities, features named like the window's own columns."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -12,13 +12,14 @@ from monitoring.models import CheckState, MonitoringPolicy, PredictionSample
 from monitoring.window import scheduled_window
 from registry.models import RegisteredModel
 from registry.services import reference_upload
+from tests.clock import T0, at, iso
 from tests.platform.conftest import FEATURES, make_sample
 from tests.platform.monitoring.factories import monitored_model, rows, send
 
-T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 
-
-@pytest.mark.parametrize("timestamp", ["0001-01-01T00:00:00Z", "1969-12-31T23:59:59Z", -1])
+@pytest.mark.parametrize(
+    "timestamp", [iso(datetime.min.replace(tzinfo=UTC)), iso(datetime.fromtimestamp(-1, UTC)), -1]
+)
 def test_timestamps_before_1970_are_refused_at_ingest(
     ingest: APIClient, churn: RegisteredModel, timestamp: Any
 ) -> None:
@@ -31,10 +32,10 @@ def test_timestamps_before_1970_are_refused_at_ingest(
 
 
 def test_timestamps_are_stored_in_utc(ingest: APIClient, churn: RegisteredModel) -> None:
-    sample = make_sample(0, timestamp="2026-11-30T12:00:00+14:00")
+    sample = make_sample(0, timestamp=iso(at(hours=4).replace(tzinfo=timezone(timedelta(hours=14)))))
     ingest.post("/api/v1/models/churn/predictions", {"samples": [sample]}, format="json")
     stored = PredictionSample.objects.get()
-    assert stored.timestamp == datetime(2026, 11, 29, 22, 0, tzinfo=UTC)
+    assert stored.timestamp == at(hours=4 - 14)
 
 
 def test_reference_without_probabilities_leaves_the_estimate_unavailable_with_its_reason(

@@ -1,4 +1,3 @@
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -6,6 +5,7 @@ from rest_framework.test import APIClient
 
 from monitoring.models import GroundTruth, PredictionSample
 from registry.models import RegisteredModel
+from tests.clock import FUTURE, PAST, at, iso
 from tests.platform.conftest import make_model, make_sample
 
 LABELS = "/api/v1/models/churn/labels"
@@ -95,16 +95,16 @@ def test_label_delay_counts_from_the_label_timestamp_when_sent(
     from monitoring.selectors import policy_for
     from monitoring.window import window_load
 
-    sample = make_sample(0) | {"timestamp": "2025-01-01T00:00:00Z"}
+    sample = make_sample(0) | {"timestamp": iso(PAST)}
     ingest.post(PREDICTIONS, {"samples": [sample]}, format="json")
-    response = send_labels(ingest, [{"id": "s0", "label": "yes", "timestamp": "2025-01-01T00:02:00Z"}])
+    response = send_labels(ingest, [{"id": "s0", "label": "yes", "timestamp": iso(at(minutes=2, base=PAST))}])
     assert response.status_code == 200
-    window = window_load(model=churn, start=None, end=datetime(2025, 1, 2, tzinfo=UTC))
+    window = window_load(model=churn, start=None, end=at(days=1, base=PAST))
     result = check_compute(model=churn, policy=policy_for(churn), window=window, reference=None)
     assert result["labels"]["label_delay_median_s"] == 120.0
 
 
-@pytest.mark.parametrize("value", ["yesterday", "2025-01-01T00:00:00", "2099-01-01T00:00:00Z"])
+@pytest.mark.parametrize("value", ["yesterday", iso(PAST, tz=False), iso(FUTURE)])
 def test_a_bad_label_timestamp_is_a_400_and_nothing_is_stored(
     ingest: APIClient, churn: RegisteredModel, value: str
 ) -> None:

@@ -11,6 +11,7 @@ from django.core import mail
 
 from monitoring.models import Alert, MonitoringPolicy, Notification
 from monitoring.notify import SIGNATURE_HEADER, TIMESTAMP_HEADER, TransientDeliveryError, notification_deliver
+from tests.clock import T0
 from tests.platform.monitoring.factories import monitored_model
 
 
@@ -91,7 +92,7 @@ def test_email_goes_through_djangos_mail_backend(settings: Any) -> None:
 
 @pytest.mark.django_db(transaction=True)
 def test_opening_an_alert_creates_one_notification_per_target(settings: Any) -> None:
-    from datetime import UTC, datetime, timedelta
+    from datetime import timedelta
 
     from monitoring.checks import quality_check_run
     from monitoring.window import scheduled_window
@@ -99,7 +100,7 @@ def test_opening_an_alert_creates_one_notification_per_target(settings: Any) -> 
 
     settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
     model = monitored_model(notify_emails="a@example.com, b@example.com")
-    t0 = datetime(2026, 11, 30, 8, tzinfo=UTC)
+    t0 = T0
     send(model, rows(1000, seed=3, flip=0.45), start=t0, prefix="bad")
     policy = MonitoringPolicy.objects.get(model=model)
     quality_check_run(model_id=model.pk, window=scheduled_window(policy, t0 + timedelta(hours=1)))

@@ -3,7 +3,7 @@ shown on the check page and retried by staff; a stuck one is re-sent, then given
 
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -23,9 +23,9 @@ from monitoring.reports import (
 )
 from monitoring.window import scheduled_window
 from registry.models import RegisteredModel
+from tests.clock import T0
 from tests.platform.monitoring.factories import monitored_model, rows, send
 
-T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 EMPTY_COLUMN = "ValueError: An empty column 'x1' was provided for drift calculation in the current dataset."
 
 

@@ -1,7 +1,7 @@
 import json
 import re
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import numpy as np
@@ -16,9 +16,8 @@ from monitoring.services import labels_ingest, predictions_ingest
 from monitoring.window import scheduled_window
 from registry.models import ReferenceDataset
 from registry.services import model_register, reference_upload
+from tests.clock import T0
 from tests.platform.monitoring.factories import monitored_model, rows, send
-
-T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 
 
 def make_check() -> QualityCheck:

@@ -1,4 +1,4 @@
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 from django.utils import timezone
@@ -6,15 +6,16 @@ from django_celery_beat.models import PeriodicTask
 
 from monitoring.models import CheckState, MonitoringPolicy, QualityCheck
 from monitoring.scheduling import beat_schedule_ensure, checks_dispatch_due, checks_reap_stuck, window_end_for
+from tests.clock import at
 from tests.platform.monitoring.factories import monitored_model
 
-NOW = datetime(2026, 11, 30, 10, 7, 30, tzinfo=UTC)
+NOW = at(hours=2, minutes=7, seconds=30)
 
 
 @pytest.mark.django_db
 def test_window_ends_align_on_the_check_period() -> None:
     policy = MonitoringPolicy(check_every_minutes=15)
-    assert window_end_for(policy, NOW) == datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
+    assert window_end_for(policy, NOW) == at(hours=2)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -22,9 +23,7 @@ def test_a_due_policy_is_dispatched_once_per_period() -> None:
     model = monitored_model(check_every_minutes=10)
     assert checks_dispatch_due(now=NOW) == 1
     assert checks_dispatch_due(now=NOW + timedelta(minutes=1)) == 0, "claimed until the next period"
-    assert MonitoringPolicy.objects.get(model=model).next_check_at == datetime(
-        2026, 11, 30, 10, 10, tzinfo=UTC
-    )
+    assert MonitoringPolicy.objects.get(model=model).next_check_at == at(hours=2, minutes=10)
     assert checks_dispatch_due(now=NOW + timedelta(minutes=3)) == 1
 
 

@@ -1,7 +1,7 @@
 """The per-model sequential detector: fed once per label, in arrival order, persisted, and
 raising accuracy_drop with its evidence beside the window rule."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import numpy as np
 import pytest
@@ -14,10 +14,13 @@ from monitoring.models import Alert, GroundTruth, MonitoringPolicy, QualityCheck
 from monitoring.sequential import detector_feed
 from monitoring.services import labels_ingest
 from monitoring.window import scheduled_window
+from tests.clock import T0, at, wall_clock
 from tests.platform.monitoring.factories import monitored_model, rows, send
 
-T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
-LATER = T0 + timedelta(days=1)
+LATER = at(days=1)
+# Labels sent without a timestamp are known from their arrival (received_at, the wall clock):
+# the tests that feed them "known by LATER" send them while the clock reads a few hours after T0.
+SENT_AT = at(hours=3)
 
 
 def feed(model, known_by=LATER):  # type: ignore[no-untyped-def]
@@ -29,10 +32,12 @@ def feed(model, known_by=LATER):  # type: ignore[no-untyped-def]
 def test_each_label_is_fed_once_even_when_resent() -> None:
     model = monitored_model()
     data = rows(300, seed=1)
-    send(model, data, start=T0, prefix="a")
+    with wall_clock(SENT_AT):
+        send(model, data, start=T0, prefix="a")
     assert feed(model).fed == 300
     assert feed(model).fed == 0, "nothing new"
-    labels_ingest(model=model, body={"labels": [{"id": "a0", "label": data[0]["label"]}]})
+    with wall_clock(SENT_AT):
+        labels_ingest(model=model, body={"labels": [{"id": "a0", "label": data[0]["label"]}]})
     assert feed(model).fed == 0, "a re-sent label is not counted again"
     assert SequentialDetector.objects.get(model=model).fed == 300
 
@@ -68,7 +73,8 @@ def test_the_persisted_detector_matches_adwin_fed_the_same_errors_in_one_go() ->
     detections = []
     for part in range(6):  # six feeds, each loading the state the previous one stored
         chunk = range(500 * part, 500 * (part + 1))
-        send(model, [data[i] for i in chunk], start=T0 + timedelta(seconds=500 * part), prefix=f"p{part}-")
+        with wall_clock(SENT_AT):
+            send(model, [data[i] for i in chunk], start=at(seconds=500 * part), prefix=f"p{part}-")
         detections += [d["label_number"] for d in feed(model).detections]
     reference = ADWIN()
     expected = []

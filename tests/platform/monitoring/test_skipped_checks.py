@@ -2,7 +2,7 @@
 deciding nothing, never opening or resolving an alert."""
 
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import jsonschema
@@ -15,9 +15,8 @@ from monitoring.models import Alert, CheckState, GroundTruth, MonitoringPolicy, 
 from monitoring.serializers import CheckOut
 from monitoring.window import range_window, scheduled_window
 from registry.models import RegisteredModel
+from tests.clock import T0, at, minute
 from tests.platform.monitoring.factories import monitored_model, rows, send
-
-T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 
 
 def run_check(model: RegisteredModel, end: datetime) -> QualityCheck:
@@ -37,7 +36,7 @@ def hourly_model(**policy: Any) -> RegisteredModel:
 def test_the_first_check_before_any_traffic_is_skipped_with_its_reason() -> None:
     check = run_check(hourly_model(), T0)
     assert check.state == CheckState.SKIPPED
-    assert check.skipped_reason == "no predictions between 2026-11-30 07:00 UTC and 2026-11-30 08:00 UTC"
+    assert check.skipped_reason == f"no predictions between {minute(at(hours=-1))} UTC and {minute(T0)} UTC"
     assert (check.n_samples, check.metrics, check.drift, check.decisions) == (0, {}, {}, {})
     assert check.finished_at is not None and check.error == ""
 
@@ -48,7 +47,7 @@ def test_a_labelled_window_without_any_label_is_skipped() -> None:
     send(model, rows(300, seed=2), start=T0, prefix="a", labelled=False)
     check = run_check(model, T0 + timedelta(hours=1))
     assert check.state == CheckState.SKIPPED
-    assert check.skipped_reason == "no labelled predictions before 2026-11-30 09:00 UTC"
+    assert check.skipped_reason == f"no labelled predictions before {minute(at(hours=1))} UTC"
 
 
 @pytest.mark.django_db
@@ -106,7 +105,7 @@ def test_the_api_returns_the_state_and_reason_as_its_schema_documents(
     posted = client_for("ingest").post("/api/v1/models/quiet/checks", body, format="json")
     assert posted.status_code == 201, posted.json()
     listed = client_for("read").get("/api/v1/models/quiet/checks").json()
-    reason = "no predictions between 2026-11-30 08:00 UTC and 2026-11-30 09:00 UTC"
+    reason = f"no predictions between {minute(T0)} UTC and {minute(at(hours=1))} UTC"
     assert [(c["state"], c["skipped_reason"]) for c in listed] == [("skipped", reason)]
     schema = SchemaGenerator().get_schema(request=None, public=True)
     components = schema["components"]["schemas"]

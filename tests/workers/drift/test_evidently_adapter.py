@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tests.clock import T0
 from tests.workers.drift.factories import make_frames
 from workers.drift.evidently_adapter import ReportColumns, render_check_report_html, render_drift_report_html
 
@@ -78,7 +79,7 @@ def _multiclass(n: int, rng: np.random.Generator, shift: float) -> pd.DataFrame:
     frame = pd.DataFrame({"x": x, "__prediction__": predicted, "__label__": truth})
     for i, cls in enumerate(("cat", "dog", "fox")):
         frame[f"__proba__:{cls}"] = proba[:, i]
-    frame["timestamp"] = pd.Timestamp("2026-11-30", tz="UTC")
+    frame["timestamp"] = pd.Timestamp(T0)
     return frame
 
 

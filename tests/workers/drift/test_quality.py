@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 from sklearn import metrics as sk
 
+from tests.clock import T0, at, iso
 from workers.drift.quality import (
     classification_metrics,
     label_stats,
@@ -121,10 +122,8 @@ def test_outputs_are_strict_json_even_when_undefined() -> None:
 
 
 def test_label_coverage_and_delay() -> None:
-    predicted = pd.to_datetime(["2026-01-01T00:00:00Z"] * 4)
-    labelled = pd.to_datetime(
-        ["2026-01-01T00:01:00Z", "2026-01-01T01:00:00Z", None, "2026-01-01T00:10:00Z"], utc=True
-    )
+    predicted = pd.to_datetime([iso(T0)] * 4)
+    labelled = pd.to_datetime([iso(at(minutes=1)), iso(at(hours=1)), None, iso(at(minutes=10))], utc=True)
     result = label_stats(predicted, labelled)
     assert result["label_coverage"] == 0.75 and result["n_labelled"] == 3
     assert result["label_delay_median_s"] == 600.0 and result["label_delay_max_s"] == 3600.0

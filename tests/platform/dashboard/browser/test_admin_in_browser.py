@@ -1,7 +1,7 @@
 """The admin's busiest changelists fit a 1440 px screen: no sideways scrolling of the page."""
 
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import User
@@ -12,10 +12,10 @@ from monitoring.window import scheduled_window
 from registry.models import ModelVersion
 from registry.services import version_create
 from retraining.models import Decision, JobState, RetrainJob, Trigger
+from tests.clock import T0
 from tests.platform.dashboard.browser.conftest import Tab
 from tests.platform.monitoring.factories import monitored_model, rows, send
 
-T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 PASSWORD = "pw-admin-browser-12345"
 CHANGELISTS = {
     "quality checks": "/admin/monitoring/qualitycheck/",

@@ -2,7 +2,7 @@
 a good window then a drifted one, which opens accuracy and drift alerts."""
 
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -12,10 +12,10 @@ from monitoring.checks import quality_check_run
 from monitoring.models import Alert, MonitoringPolicy, QualityCheck
 from monitoring.window import scheduled_window
 from registry.models import RegisteredModel
+from tests.clock import T0
 from tests.platform.dashboard.browser.conftest import Tab
 from tests.platform.monitoring.factories import monitored_model, rows, send
 
-T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 PASSWORD = "pw-browser-12345"
 
 
