@@ -14,7 +14,11 @@ from driftwatch_client import DROP_REASONS, Monitor
 from driftwatch_client._transport import backoff_delay, retry_after_seconds
 
 from tests.clients.fake_server import FakeServer, fake_server
+from tests.clock import T0
 from tests.live import free_port, wait_until
+
+# An epoch timestamp the client passes through untouched.
+STAMP = int(T0.timestamp())
 
 
 @pytest.fixture
@@ -63,14 +67,14 @@ def test_a_partial_batch_goes_out_once_its_oldest_item_is_max_batch_age_old(serv
 
 def test_requests_carry_the_token_and_the_rows_as_the_api_expects(server: FakeServer) -> None:
     monitor = _monitor(server.url, version=3)
-    monitor.log_prediction(7, {"age": 1.5}, "no", timestamp=1_800_000_000)
+    monitor.log_prediction(7, {"age": 1.5}, "no", timestamp=STAMP)
     monitor.log_label(7, "yes")
     assert monitor.flush(5)
     predictions, labels = server.received
     assert predictions.path == "/api/v1/models/churn/predictions"
     assert predictions.headers["Authorization"] == "Bearer secret"
     assert predictions.rows == [
-        {"id": 7, "timestamp": 1_800_000_000, "features": {"age": 1.5}, "prediction": "no", "version": 3}
+        {"id": 7, "timestamp": STAMP, "features": {"age": 1.5}, "prediction": "no", "version": 3}
     ]
     assert labels.path == "/api/v1/models/churn/labels"
     assert labels.rows[0]["id"] == 7 and labels.rows[0]["label"] == "yes"
