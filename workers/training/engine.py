@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from workers.memory.optimizers import OptimizerConfig, build_optimizer
 from workers.training.artifacts import ModelBundle, build_module
 from workers.training.measure import Clock, EnergyMeter, live_bytes, record_cpu_peak
 from workers.training.recipes import Recipe
@@ -165,7 +166,7 @@ def plan_training(
         budget_bytes,
         max_batch=recipe.max_batch_size,
         target_batch=recipe.max_batch_size,
-        optimizer=recipe.optimizer,
+        optimizer=recipe_optimizer(recipe),
         device="cuda" if device.startswith("cuda") else "cpu",
         margin=margin,
     )
@@ -184,11 +185,9 @@ def plan_training(
     )
 
 
-def _optimizer(recipe: Recipe, params: list[Any]) -> Any:
-    import torch  # lazy: see the package docstring
-
-    kinds = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}
-    return kinds[recipe.optimizer](params, lr=recipe.learning_rate)
+def recipe_optimizer(recipe: Recipe) -> OptimizerConfig:
+    """The recipe's optimizer: what ``train`` steps with and what ``plan_training`` traces."""
+    return OptimizerConfig(recipe.optimizer, lr=recipe.learning_rate)
 
 
 @dataclass
@@ -234,7 +233,9 @@ def train(
         recipe=recipe,
         plan=plan,
         model=model,
-        optimizer=_optimizer(recipe, [p for p in model.parameters() if p.requires_grad]),
+        optimizer=build_optimizer(
+            [p for p in model.parameters() if p.requires_grad], recipe_optimizer(recipe)
+        ),
         x=x_fit.to(device),
         y=y_fit.to(device),
         should_cancel=should_cancel,
