@@ -30,7 +30,6 @@ from retraining.promotion import job_decide
 from retraining.selectors import retrain_policy_for
 from workers.training import engine
 from workers.training.artifacts import Predictor, bundle_to_bytes
-from workers.training.data import Split
 from workers.training.gate import GateResult, gate
 from workers.training.measure import available_memory_bytes
 from workers.training.recipes import Recipe
@@ -98,10 +97,10 @@ def _run(job: RetrainJob) -> None:
     )
     job_log(job.pk, f"data: {len(data.split.train)} training rows, {len(data.split.holdout)} holdout rows")
     prepared = engine.prepare(recipe, schema, data.split.train, data.split.train_labels)
-    plan = placed_plan(job.pk) or _plan(job, recipe, prepared, _budget(_device()))
+    plan = _job_plan(job, recipe, prepared)
     if not _move(job, JobState.PLANNED, JobState.RUNNING):
         raise engine.TrainingCancelled("the job left 'planned' (cancelled or reaped)")
-    result = _train(job, recipe, schema, data.split, prepared, plan)
+    result = _train(job, recipe, prepared, plan)
     if _cancel_requested(job.pk):  # asked during the last epoch: no challenger is made
         raise engine.TrainingCancelled("cancelled after training, before evaluation")
     if not _move(job, JobState.RUNNING, JobState.EVALUATING):
@@ -135,8 +134,34 @@ def _budget(device: str) -> int:
     return int(configured) if configured else available_memory_bytes(device)
 
 
+def _margin() -> float:
+    return float(getattr(settings, "DRIFTWATCH_RETRAIN_MARGIN", 0.10))
+
+
+def _job_plan(job: RetrainJob, recipe: Recipe, prepared: engine.Prepared) -> engine.TrainingPlan:
+    """The job is sized once: the plan it was placed with (a GPU, real or simulated), else the
+    plan an earlier attempt stored for this kind of device while it still fits, else a trace."""
+    placed = placed_plan(job.pk)
+    if placed is not None:
+        return placed
+    device = _device()
+    budget = _budget(device)
+    return _stored_plan(job, device, budget) or _plan(job, recipe, prepared, budget)
+
+
+def _stored_plan(job: RetrainJob, device: str, budget: int) -> engine.TrainingPlan | None:
+    fields = {k: v for k, v in (job.plan or {}).items() if k in engine.TrainingPlan.__dataclass_fields__}
+    if not fields.get("batch_size") or fields.get("device") != device:
+        return None  # never planned, or planned for another kind of device
+    plan = engine.TrainingPlan(**fields)
+    if (plan.estimated_bytes or 0) > budget * (1.0 - _margin()):
+        return None  # this worker has less memory than the one it was planned on
+    job_log(job.pk, f"plan kept from an earlier attempt: batch {plan.batch_size} on {plan.device}")
+    return plan
+
+
 def _plan(job: RetrainJob, recipe: Recipe, prepared: engine.Prepared, budget: int) -> engine.TrainingPlan:
-    margin = float(getattr(settings, "DRIFTWATCH_RETRAIN_MARGIN", 0.10))
+    margin = _margin()
     plan = engine.plan_training(recipe, prepared, budget_bytes=budget, device=_device(), margin=margin)
     RetrainJob.objects.filter(pk=job.pk).update(
         plan=plan.to_dict(), estimated_peak_bytes=plan.estimated_bytes
@@ -150,12 +175,7 @@ def _plan(job: RetrainJob, recipe: Recipe, prepared: engine.Prepared, budget: in
 
 
 def _train(
-    job: RetrainJob,
-    recipe: Recipe,
-    schema: dict[str, Any],
-    split: Split,
-    prepared: engine.Prepared,
-    plan: engine.TrainingPlan,
+    job: RetrainJob, recipe: Recipe, prepared: engine.Prepared, plan: engine.TrainingPlan
 ) -> engine.TrainingResult:
     """Train; an OOM is recorded with its plan, re-planned smaller and retried once."""
     cap = placement_cap(job.pk) or getattr(settings, "DRIFTWATCH_RETRAIN_MEMORY_CAP_BYTES", None)
@@ -175,7 +195,7 @@ def _train(
                 raise
             budget = int((exc.plan.estimated_bytes or 0) * OOM_REPLAN_FACTOR)
             job_log(job.pk, f"OOM re-plan: retrying once within {budget} bytes")
-            prepared = engine.prepare(recipe, schema, split.train, split.train_labels)
+            prepared = engine.restart(recipe, prepared)
             plan = _plan(job, recipe, prepared, budget)
     RetrainJob.objects.filter(pk=job.pk).update(
         measured_peak_bytes=result.measured_peak_bytes,

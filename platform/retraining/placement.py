@@ -178,6 +178,10 @@ def job_size(job: RetrainJob, *, budget_bytes: int) -> tuple[int, dict[str, Any]
         job_log(job.pk, f"does not fit the largest live GPU ({budget_bytes} bytes): {exc}")
         return budget_bytes + 1, {}
     need = math.ceil((plan.estimated_bytes or CUDA_CONTEXT_BYTES) / (1.0 - margin))
+    # Stored on the job too: the worker trains this plan (``placed_plan``) and never traces again.
+    RetrainJob.objects.filter(pk=job.pk).update(
+        plan=plan.to_dict(), estimated_peak_bytes=plan.estimated_bytes
+    )
     job_log(
         job.pk, f"sized: batch {plan.batch_size}, estimated {plan.estimated_bytes} bytes, reservation {need}"
     )
@@ -237,8 +241,9 @@ def placement_guard(job_id: int, prepared: Any, plan: Any) -> Iterator[None]:
         return
     guard = SimulatedDeviceGuard(allocator_budget(placement.reserved_bytes))
     try:
-        guard.register_module(prepared.module)  # what a real job first moves to the device
-        guard.register([prepared.x, prepared.y])
+        # What a real job first moves to the device; the data stays on the host and each
+        # micro-batch is allocated (and replayed) inside the guard as it is moved.
+        guard.register_module(prepared.module)
         with guard:
             yield
     except SimulatedOutOfMemory as exc:

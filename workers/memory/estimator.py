@@ -16,7 +16,8 @@ from torch.utils._pytree import tree_flatten
 
 from workers.memory import cuda_model, recurrent
 from workers.memory.checkpointing import apply_activation_checkpointing
-from workers.memory.loop import Batch, LossFn, OptimizerSpec, build_optimizer, run_training
+from workers.memory.loop import Batch, LossFn, run_training
+from workers.memory.optimizers import OptimizerConfig, OptimizerSpec, build_optimizer, optimizer_name
 from workers.memory.trace import (
     AllocationRecorder,
     PeakTally,
@@ -116,7 +117,7 @@ def estimate_training_memory(
         amp=amp,
         accumulation_steps=accumulation_steps,
         checkpointing=checkpointing,
-        optimizer=optimizer if isinstance(optimizer, str) else getattr(optimizer, "__name__", "custom"),
+        optimizer=optimizer_name(optimizer),
         iterations=iterations,
         trace_events=len(trace.events),
         estimate_seconds=time.perf_counter() - started,
@@ -192,7 +193,7 @@ def _repeats_when_steady(target: cuda_model.CudaTarget | None, optimizer: Optimi
     # before left, the remaining ones repeat it, provided the step depends on tensor shapes
     # alone: the built-in optimizers, not a callable's (it may branch on a Python step count).
     # The allocator replay of a CUDA estimate also depends on its cache: all iterations there.
-    return target is None and isinstance(optimizer, str)
+    return target is None and isinstance(optimizer, str | OptimizerConfig)
 
 
 class _SteadyState:

@@ -14,10 +14,12 @@ from typing import Any
 
 import torch
 
+# Re-exported: the loop's callers (estimator, benches, tests) build their optimizer from here.
+from workers.memory.optimizers import OptimizerSpec, build_optimizer  # noqa: F401
+
 Batch = Any  # a tensor, a tuple/list of tensors or a dict of tensors; dim 0 is the batch
 LossFn = Callable[[Any, Batch], torch.Tensor]
 PhaseHook = Callable[[str, int], contextlib.AbstractContextManager[None]]
-OptimizerSpec = str | Callable[[Any], torch.optim.Optimizer]
 
 AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -42,22 +44,6 @@ def compute_loss(output: Any, batch: Batch, loss_fn: LossFn | None) -> torch.Ten
     if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
         raise ValueError("without loss_fn the model output must be the scalar loss")
     return loss
-
-
-def build_optimizer(
-    params: list[torch.nn.Parameter], spec: OptimizerSpec, *, foreach: bool | None = None
-) -> torch.optim.Optimizer:
-    """ "sgd" / "adam" / "adamw", or a callable building an optimizer from the parameters."""
-    if callable(spec):
-        return spec(params)
-    name = spec.lower()
-    if name == "sgd":
-        return torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=foreach)
-    if name == "adam":
-        return torch.optim.Adam(params, lr=1e-3, foreach=foreach)
-    if name == "adamw":
-        return torch.optim.AdamW(params, lr=1e-3, foreach=foreach)
-    raise ValueError(f"unknown optimizer {spec!r}: use 'sgd', 'adam', 'adamw' or a callable")
 
 
 @contextlib.contextmanager
@@ -113,7 +99,7 @@ def train_step(
     """One optimizer step of real training, stepping exactly as :func:`run_training` does (so the
     estimate of that loop holds), over ``accumulation_steps`` distinct micro-batches drawn lazily
     (one alive at a time, as in the trace). Returns the mean loss of the micro-batches."""
-    losses: list[torch.Tensor] = []
+    losses: list[float] = []
     for batch in micro_batches:
         _forward_backward(model, batch, loss_fn, accumulation_steps, amp, device_type, _no_phase, 0, losses)
     if amp == "fp16":
@@ -122,7 +108,7 @@ def train_step(
                 param.grad.div_(1024.0)
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
-    return float(sum(float(x) for x in losses)) if losses else float("nan")
+    return float(sum(losses)) if losses else float("nan")
 
 
 def _forward_backward(
@@ -134,7 +120,7 @@ def _forward_backward(
     device_type: str,
     phase: PhaseHook,
     iteration: int,
-    losses: list[torch.Tensor] | None = None,
+    losses: list[float] | None = None,
 ) -> None:
     with phase("forward", iteration):
         with autocast_context(amp, device_type):
@@ -145,8 +131,8 @@ def _forward_backward(
             loss = loss / accumulation_steps
         if amp == "fp16":
             loss = loss * 1024.0  # stands in for GradScaler.scale(): one more scalar
-    if losses is not None:  # real training only: a detached scalar, never traced
-        losses.append(loss.detach() / (1024.0 if amp == "fp16" else 1.0))
     with phase("backward", iteration):
         loss.backward()
+    if losses is not None:  # real training only, read as a number: no tensor outlives the trace's
+        losses.append(float(loss.detach()) / (1024.0 if amp == "fp16" else 1.0))
     del loss

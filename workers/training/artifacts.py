@@ -17,7 +17,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from workers.training.recipes import Recipe, RecipeError, load_factory, recipe_from_dict
+from workers.training.adapters import DEFAULT_ADAPTER, InputAdapter, adapter_class
+from workers.training.batches import forward
+from workers.training.modules import WeightsDoNotFit, module_factory
+from workers.training.recipes import Recipe, recipe_from_dict
 from workers.training.tabular import Encoder, TargetCodec
 
 FORMAT = "driftwatch.v1"
@@ -32,39 +35,40 @@ class ArtifactError(ValueError):
 class ModelBundle:
     recipe: Recipe
     schema: dict[str, Any]  # task, features {name: type}, classes, input_width, output_width
-    encoder: Encoder
+    adapter: InputAdapter  # samples -> model inputs (workers.training.adapters)
     target: TargetCodec
     state_dict: dict[str, Any]  # name -> torch.Tensor
 
+    @property
+    def encoder(self) -> Encoder | None:
+        """The tabular adapter's Encoder (None for another input adapter)."""
+        return getattr(self.adapter, "encoder", None)
+
     def build(self) -> Any:
         """The nn.Module with these weights loaded (strict: every key, every shape)."""
-        module = build_module(self.recipe, self.schema)
         try:
-            module.load_state_dict(self.state_dict, strict=True)
-        except (RuntimeError, KeyError) as exc:
+            return module_factory(self.recipe).build(self.schema, initial_state=self.state_dict)
+        except WeightsDoNotFit as exc:
             raise ArtifactError(f"weights do not fit the recipe's model: {exc}") from exc
-        return module
 
     def metadata(self) -> dict[str, Any]:
         return {
             "format": FORMAT,
             "recipe": self.recipe.to_dict(),
             "schema": self.schema,
-            "preprocessing": {"encoder": self.encoder.to_dict(), "target": self.target.to_dict()},
+            # "encoder" holds the adapter's state whatever its kind (the key artifacts have had
+            # since before adapters); "adapter" names the kind, tabular when absent.
+            "preprocessing": {
+                "adapter": self.adapter.kind,
+                "encoder": self.adapter.to_dict(),
+                "target": self.target.to_dict(),
+            },
         }
 
 
 def build_module(recipe: Recipe, schema: dict[str, Any]) -> Any:
-    import torch  # lazy: see the package docstring
-
-    factory = load_factory(recipe.factory)
-    try:
-        module = factory(schema, dict(recipe.hyperparameters))
-    except Exception as exc:
-        raise RecipeError("recipe.factory", f"{recipe.factory} raised {type(exc).__name__}: {exc}") from exc
-    if not isinstance(module, torch.nn.Module):
-        raise RecipeError("recipe.factory", f"{recipe.factory} did not return a torch.nn.Module")
-    return module
+    """The recipe's module with fresh weights (``workers.training.modules``)."""
+    return module_factory(recipe).build(schema)
 
 
 def bundle_to_bytes(bundle: ModelBundle) -> bytes:
@@ -91,11 +95,17 @@ def bundle_from_bytes(raw: bytes, *, recipe: dict[str, Any] | None = None) -> Mo
     for key in ("recipe", "schema", "preprocessing"):
         if key not in meta:
             raise ArtifactError(f"artifact has no {key!r}: not a driftwatch model file")
-    schema = meta["schema"]
+    schema, preprocessing = meta["schema"], meta["preprocessing"]
+    try:
+        adapter = adapter_class(preprocessing.get("adapter", DEFAULT_ADAPTER)).from_dict(
+            preprocessing["encoder"]
+        )
+    except ValueError as exc:
+        raise ArtifactError(str(exc)) from exc
     bundle = ModelBundle(
         recipe=recipe_from_dict(meta["recipe"], task=schema["task"]),
         schema=schema,
-        encoder=Encoder.from_dict(meta["preprocessing"]["encoder"]),
+        adapter=adapter,
         target=TargetCodec.from_dict(meta["preprocessing"]["target"]),
         state_dict=state,
     )
@@ -177,7 +187,7 @@ class Predictor:
 
         self.module.eval()
         with torch.no_grad():
-            out = self.module(torch.from_numpy(self.bundle.encoder.transform(frame)))
+            out = forward(self.module, self.bundle.adapter.inputs(frame))
             if self.classes is not None:
                 out = torch.softmax(out, dim=1)
             return out.numpy().astype("float64")

@@ -4,6 +4,10 @@ validation slice, early stopping, cancellation between steps and progress callba
 The module trained is ``SupervisedLoss(net, loss)``: ``model(x, y)`` returns the scalar loss, so
 the estimator traces exactly the program that runs (``workers.memory.loop``), and its estimate
 is compared with the peak measured here.
+
+Two seams: the input adapter (``adapters``) turns samples into ``TrainingData`` (``batches``),
+whose batches are moved to the device one at a time; the module factory (``modules``) builds the
+network, fresh or from a bundle's weights (``prepare(..., start_from=champion_bundle)``).
 """
 
 from __future__ import annotations
@@ -11,16 +15,20 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from workers.training.artifacts import ModelBundle, build_module
+from workers.memory.optimizers import OptimizerConfig, build_optimizer
+from workers.training.adapters import DEFAULT_ADAPTER, InputAdapter, adapter_class
+from workers.training.artifacts import ModelBundle
+from workers.training.batches import TensorRows, TrainingData, forward
 from workers.training.measure import Clock, EnergyMeter, live_bytes, record_cpu_peak
+from workers.training.modules import module_factory
 from workers.training.recipes import Recipe
-from workers.training.tabular import Encoder, TargetCodec
+from workers.training.tabular import TargetCodec
 
 MEASURED_STEPS = 3  # optimizer steps profiled for the CPU peak (Adam's state appears at step 1)
 
@@ -87,34 +95,59 @@ class TrainingResult:
 
 @dataclass
 class Prepared:
-    """Encoded tensors and the wrapped module for one recipe and one training frame."""
+    """The fitted adapter and target codec, the training rows and the module for one recipe and
+    one training frame."""
 
     schema: dict[str, Any]
-    encoder: Encoder
+    adapter: InputAdapter
     target: TargetCodec
-    x: Any
-    y: Any
+    data: TrainingData
     module: Any = field(default=None)
+    initial_state: Any = None  # the weights the module started from (None: the factory's fresh ones)
 
 
 def make_schema(task: str, features: dict[str, str], classes: list[Any] | None) -> dict[str, Any]:
     return {"task": task, "features": dict(features), "classes": list(classes or [])}
 
 
-def prepare(recipe: Recipe, schema: dict[str, Any], frame: pd.DataFrame, labels: list[Any]) -> Prepared:
-    """Fit the preprocessing (saved with the version) and build the recipe's module."""
+def prepare(
+    recipe: Recipe,
+    schema: dict[str, Any],
+    frame: pd.DataFrame,
+    labels: list[Any],
+    *,
+    adapter: str = DEFAULT_ADAPTER,
+    start_from: ModelBundle | None = None,
+) -> Prepared:
+    """Fit the input adapter and target codec (saved with the version) and build the recipe's
+    module. ``start_from`` (the champion's bundle) fine-tunes instead: its fitted adapter and
+    codec are kept and the module starts from its weights."""
     import torch  # lazy: see the package docstring
 
-    encoder = Encoder.fit(frame, schema["features"])
-    target = TargetCodec.fit(labels, task=schema["task"], classes=schema.get("classes"))
-    full = {**schema, "input_width": encoder.width, "output_width": target.width}
-    x = torch.from_numpy(encoder.transform(frame))
+    if start_from is None:
+        inputs = adapter_class(adapter).fit(frame, schema)
+        target = TargetCodec.fit(labels, task=schema["task"], classes=schema.get("classes"))
+        state = None
+    else:
+        inputs, target, state = start_from.adapter, start_from.target, start_from.state_dict
+    full = {**schema, **inputs.schema_fields(), "output_width": target.width}
     y = torch.from_numpy(target.encode(labels))
     if target.classes is None:
         y = y.reshape(-1, 1)
+    data = TensorRows(inputs.inputs(frame), y)
     torch.manual_seed(recipe.seed)  # the factory's initial weights are part of the determinism
-    module = build_module(recipe, full)
-    return Prepared(full, encoder, target, x, y, module)
+    module = module_factory(recipe).build(full, initial_state=state)
+    return Prepared(full, inputs, target, data, module, state)
+
+
+def restart(recipe: Recipe, prepared: Prepared) -> Prepared:
+    """The same rows and preprocessing with the module rebuilt as ``prepare`` built it: a retry
+    starts over without refitting the adapter or encoding the rows again."""
+    import torch  # lazy: see the package docstring
+
+    torch.manual_seed(recipe.seed)
+    module = module_factory(recipe).build(prepared.schema, initial_state=prepared.initial_state)
+    return replace(prepared, module=module)
 
 
 def supervised(net: Any, loss: str) -> Any:
@@ -135,8 +168,8 @@ def supervised(net: Any, loss: str) -> Any:
             self.net = net
             self.loss = losses[loss]()
 
-        def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-            return self.loss(self.net(x), y)
+        def forward(self, x: Any, y: torch.Tensor) -> torch.Tensor:
+            return self.loss(forward(self.net, x), y)
 
     return SupervisedLoss()
 
@@ -150,14 +183,16 @@ def plan_training(
     margin: float = 0.10,
 ) -> TrainingPlan:
     """Trace the recipe's own training step with ``plan_batch_size`` against ``budget_bytes``."""
+    import torch  # lazy: see the package docstring
+
     from workers.memory import plan_batch_size  # lazy: imports torch
 
     model = supervised(copy.deepcopy(prepared.module), recipe.loss)
-    x, y = prepared.x, prepared.y
+    data = prepared.data
 
     def make_batch(n: int) -> tuple[Any, Any]:
-        index = np.arange(n) % len(x)  # a batch larger than the data is still a valid shape
-        return x[index], y[index]
+        index = torch.arange(n) % len(data)  # a batch larger than the data is still a valid shape
+        return data.batch(index)
 
     plan = plan_batch_size(
         model,
@@ -165,7 +200,7 @@ def plan_training(
         budget_bytes,
         max_batch=recipe.max_batch_size,
         target_batch=recipe.max_batch_size,
-        optimizer=recipe.optimizer,
+        optimizer=recipe_optimizer(recipe),
         device="cuda" if device.startswith("cuda") else "cpu",
         margin=margin,
     )
@@ -184,11 +219,9 @@ def plan_training(
     )
 
 
-def _optimizer(recipe: Recipe, params: list[Any]) -> Any:
-    import torch  # lazy: see the package docstring
-
-    kinds = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}
-    return kinds[recipe.optimizer](params, lr=recipe.learning_rate)
+def recipe_optimizer(recipe: Recipe) -> OptimizerConfig:
+    """The recipe's optimizer: what ``train`` steps with and what ``plan_training`` traces."""
+    return OptimizerConfig(recipe.optimizer, lr=recipe.learning_rate)
 
 
 @dataclass
@@ -197,8 +230,8 @@ class _Run:
     plan: TrainingPlan
     model: Any
     optimizer: Any
-    x: Any
-    y: Any
+    data: TrainingData  # on the host; each micro-batch is moved to ``device`` alone
+    device: Any
     should_cancel: Callable[[], bool]
     on_progress: Callable[[Progress], None]
     memory_cap_bytes: int | None
@@ -225,7 +258,7 @@ def train(
     torch.manual_seed(recipe.seed)
     np.random.seed(recipe.seed)
     device = torch.device(plan.device)
-    x_fit, y_fit, x_val, y_val = _time_split(prepared.x, prepared.y, recipe.validation_fraction)
+    fit, val = _time_split(prepared.data, recipe.validation_fraction)
     net = prepared.module.to(device)
     if plan.checkpointing:
         apply_activation_checkpointing(net)
@@ -234,9 +267,11 @@ def train(
         recipe=recipe,
         plan=plan,
         model=model,
-        optimizer=_optimizer(recipe, [p for p in model.parameters() if p.requires_grad]),
-        x=x_fit.to(device),
-        y=y_fit.to(device),
+        optimizer=build_optimizer(
+            [p for p in model.parameters() if p.requires_grad], recipe_optimizer(recipe)
+        ),
+        data=fit,
+        device=device,
         should_cancel=should_cancel,
         on_progress=on_progress,
         memory_cap_bytes=memory_cap_bytes,
@@ -244,7 +279,7 @@ def train(
     )
     _cap_cuda(plan, memory_cap_bytes)
     clock, energy = Clock().start(), EnergyMeter(plan.device).start()
-    history, best_epoch, stopped_early = _epochs(run, x_val.to(device), y_val.to(device))
+    history, best_epoch, stopped_early = _epochs(run, val)
     wall = clock.wall()
     peak = run.measured_peak
     if device.type == "cuda":
@@ -252,7 +287,7 @@ def train(
     bundle = ModelBundle(
         recipe=recipe,
         schema=prepared.schema,
-        encoder=prepared.encoder,
+        adapter=prepared.adapter,
         target=prepared.target,
         state_dict={k: v.detach().cpu().clone() for k, v in _plain_state(net).items()},
     )
@@ -286,20 +321,20 @@ def _cap_cuda(plan: TrainingPlan, cap: int | None) -> None:
     torch.cuda.reset_peak_memory_stats()
 
 
-def _time_split(x: Any, y: Any, fraction: float) -> tuple[Any, Any, Any, Any]:
+def _time_split(data: TrainingData, fraction: float) -> tuple[TrainingData, TrainingData]:
     """The most recent ``fraction`` of rows validates; never shuffled across the cut."""
-    n_val = int(len(x) * fraction) if fraction > 0 and len(x) >= 20 else 0
-    cut = len(x) - n_val
-    return x[:cut], y[:cut], x[cut:], y[cut:]
+    n_val = int(len(data) * fraction) if fraction > 0 and len(data) >= 20 else 0
+    cut = len(data) - n_val
+    return data.rows(0, cut), data.rows(cut, len(data))
 
 
-def _epochs(run: _Run, x_val: Any, y_val: Any) -> tuple[list[dict[str, Any]], int, bool]:
+def _epochs(run: _Run, val: TrainingData) -> tuple[list[dict[str, Any]], int, bool]:
     patience = run.recipe.early_stopping_patience
     best_loss, best_epoch, best_state = math.inf, 0, None
     history: list[dict[str, Any]] = []
     for epoch in range(1, run.recipe.epochs + 1):
         train_loss = _one_epoch(run, epoch)
-        val_loss = _validate(run, x_val, y_val)
+        val_loss = _validate(run, val)
         history.append({"epoch": epoch, "loss": train_loss, "val_loss": val_loss})
         run.on_progress(Progress(epoch, run.steps, train_loss, val_loss, run.recipe.epochs))
         if val_loss is None:
@@ -320,7 +355,7 @@ def _one_epoch(run: _Run, epoch: int) -> float:
     import torch  # lazy: see the package docstring
 
     plan = run.plan
-    order = torch.randperm(len(run.x), generator=run.generator).to(run.x.device)
+    order = torch.randperm(len(run.data), generator=run.generator)  # host indices: batches move alone
     per_step = plan.batch_size * plan.accumulation_steps
     losses = []
     for start in range(0, len(order), per_step):
@@ -335,14 +370,14 @@ def _one_epoch(run: _Run, epoch: int) -> float:
 def _micro_batches(run: _Run, index: Any) -> Iterator[tuple[Any, Any]]:
     for start in range(0, len(index), run.plan.batch_size):
         part = index[start : start + run.plan.batch_size]
-        yield run.x[part], run.y[part]
+        yield run.data.batch(part, run.device)
 
 
 def _step(run: _Run, index: Any) -> float:
     from workers.memory.loop import train_step  # lazy: imports torch
 
     plan = run.plan
-    device_type = run.x.device.type
+    device_type = run.device.type
     kwargs = dict(accumulation_steps=plan.accumulation_steps, amp=_amp(plan), device_type=device_type)
     try:
         if run.steps >= MEASURED_STEPS or device_type != "cpu":
@@ -374,13 +409,22 @@ def _amp(plan: TrainingPlan) -> str | None:
     return None if plan.precision == "fp32" else plan.precision
 
 
-def _validate(run: _Run, x_val: Any, y_val: Any) -> float | None:
+def _validate(run: _Run, val: TrainingData) -> float | None:
+    """The loss over the whole validation slice, its rows moved to the device a step's rows at a
+    time (the outputs and targets, one row each, are gathered for one mean)."""
     import torch  # lazy: see the package docstring
 
-    if len(x_val) == 0:
+    if len(val) == 0:
         return None
+    size = run.plan.batch_size * run.plan.accumulation_steps
+    index = torch.arange(len(val))
+    outputs, targets = [], []
     run.model.eval()
     with torch.no_grad():
-        loss = float(run.model(x_val, y_val))
+        for start in range(0, len(val), size):
+            x, y = val.batch(index[start : start + size], run.device)
+            outputs.append(forward(run.model.net, x))
+            targets.append(y)
+        loss = float(run.model.loss(torch.cat(outputs), torch.cat(targets)))
     run.model.train()
     return loss

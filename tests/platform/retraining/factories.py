@@ -140,3 +140,18 @@ def run(model: RegisteredModel, **kwargs: Any) -> RetrainJob:
     job_run(job_id=job.pk)
     job.refresh_from_db()
     return job
+
+
+def count_traces(monkeypatch: Any) -> list[int]:
+    """Counts ``plan_batch_size`` calls (each traces the training step), calling the real one."""
+    from workers.memory import planner
+
+    calls: list[int] = []
+    real = planner.plan_batch_size
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(planner, "plan_batch_size", counting)
+    return calls

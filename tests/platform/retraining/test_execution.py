@@ -5,8 +5,9 @@ from django.test import override_settings
 
 from registry.models import ModelVersion, ReferenceDataset
 from retraining.execution import job_run
-from retraining.models import Decision, JobState, Promotion
-from tests.platform.retraining.factories import RECIPE, drifted_model, retrainable_model, run
+from retraining.models import Decision, JobState, Promotion, RetrainJob
+from retraining.requests import job_request
+from tests.platform.retraining.factories import RECIPE, count_traces, drifted_model, retrainable_model, run
 
 pytestmark = pytest.mark.django_db
 
@@ -30,6 +31,24 @@ def test_job_stores_plan_and_estimated_beside_measured_peak() -> None:
     assert job.estimated_peak_bytes == job.plan["estimated_bytes"]
     assert abs(job.measured_peak_bytes - job.estimated_peak_bytes) / job.estimated_peak_bytes < 0.05
     assert job.wall_seconds > 0 and job.cpu_seconds > 0 and job.progress["epoch"] >= 1
+
+
+def test_a_job_on_a_cpu_worker_is_sized_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    traces = count_traces(monkeypatch)
+    job = run(drifted_model())
+    assert job.state == JobState.SUCCEEDED and len(traces) == 1
+
+
+def test_a_job_run_again_after_its_worker_died_keeps_its_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    model = drifted_model()
+    planned = run(model).plan
+    job = job_request(model=model, trigger="api")
+    # What an attempt that planned and then died leaves on the row the reaper re-queues.
+    RetrainJob.objects.filter(pk=job.pk).update(plan=planned, attempts=1)
+    traces = count_traces(monkeypatch)
+    assert job_run(job_id=job.pk) == JobState.SUCCEEDED
+    job.refresh_from_db()
+    assert traces == [] and job.plan == planned and "plan kept from an earlier attempt" in job.log
 
 
 def test_holdout_is_the_newest_labelled_slice() -> None:

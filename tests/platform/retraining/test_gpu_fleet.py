@@ -17,7 +17,7 @@ from retraining.models import GpuDevice, GpuPlacement, JobState, RetrainJob, Ret
 from retraining.placement import jobs_place, placed_plan, placement_is_current
 from retraining.requests import job_request
 from retraining.scheduling import jobs_reap_stale
-from tests.platform.retraining.factories import retrainable_model, serve
+from tests.platform.retraining.factories import count_traces, retrainable_model, serve
 from workers.placement.devices import CUDA_CONTEXT_BYTES, GIB, MIB
 
 pytestmark = pytest.mark.django_db
@@ -87,6 +87,17 @@ def test_a_placed_job_trains_within_its_reservation_and_stores_the_measured_peak
         job.plan["batch_size"] == p.plan["batch_size"]
         and job.estimated_peak_bytes == p.plan["estimated_bytes"]
     )
+
+
+def test_a_placed_job_is_sized_once_and_trains_the_plan_stored_on_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    traces = count_traces(monkeypatch)
+    sims("node-a", 24)
+    job = job_request(model=drifted("m"), trigger="api")
+    jobs_place()
+    job.refresh_from_db()
+    assert len(traces) == 1 and job.plan["batch_size"] == placement(job).plan["batch_size"]
+    assert job_run(job_id=job.pk) == JobState.SUCCEEDED
+    assert len(traces) == 1  # the worker trained the placement's plan without tracing again
 
 
 def test_the_reservation_is_released_when_the_job_ends() -> None:

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from torch.utils._pytree import tree_flatten
 
 from workers.memory.loop import build_optimizer, run_training
+from workers.memory.optimizers import OptimizerSpec
 
 
 class TinyClassifier(nn.Module):
@@ -92,7 +93,7 @@ def measured_cpu_peak(
     model: nn.Module,
     batch: Any,
     loss_fn: Any,
-    optimizer: str,
+    optimizer: OptimizerSpec,
     *,
     accumulation_steps: int = 1,
     amp: str | None = None,

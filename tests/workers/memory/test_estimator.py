@@ -16,6 +16,7 @@ from tests.workers.memory.conftest import (
 from workers.memory import estimate_training_memory
 from workers.memory.allocator import MIB
 from workers.memory.checkpointing import apply_activation_checkpointing
+from workers.memory.optimizers import OptimizerConfig
 
 
 def _relative_error(estimate: int, measured: int) -> float:
@@ -28,6 +29,15 @@ def test_cpu_estimate_matches_measured_peak_of_an_mlp(optimizer):
     est = estimate_training_memory(TinyClassifier(), batch, loss_fn=xent, optimizer=optimizer, device="cpu")
     measured = measured_cpu_peak(TinyClassifier(), batch, xent, optimizer)
     assert _relative_error(est.peak_allocated_bytes, measured) <= 0.01
+
+
+def test_plain_sgd_is_estimated_without_the_momentum_buffer_it_never_allocates():
+    batch = table_batch(64)
+    plain = OptimizerConfig("sgd", lr=0.1)  # torch's default: momentum 0, no optimizer state
+    est = estimate_training_memory(TinyClassifier(), batch, loss_fn=xent, optimizer=plain, device="cpu")
+    momentum = estimate_training_memory(TinyClassifier(), batch, loss_fn=xent, optimizer="sgd", device="cpu")
+    assert est.peak_allocated_bytes == measured_cpu_peak(TinyClassifier(), batch, xent, plain)
+    assert est.breakdown.get("optimizer_state", 0) == 0 < momentum.breakdown["optimizer_state"]
 
 
 def test_cpu_estimate_matches_measured_peak_of_a_cnn_with_batchnorm():

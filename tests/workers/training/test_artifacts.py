@@ -1,4 +1,5 @@
 import io
+import json
 import os
 import pickle
 from dataclasses import replace
@@ -33,6 +34,20 @@ def test_bundle_keeps_recipe_and_preprocessing(fast_recipe, churn_schema, churn)
     bundle = bundle_from_bytes(_trained_bytes(fast_recipe, churn_schema, churn))
     assert bundle.recipe.max_batch_size == 64
     assert bundle.encoder.vocab["contract"] == ["monthly", "two-year", "yearly"]
+
+
+def test_an_artifact_written_before_input_adapters_loads_with_the_tabular_one(
+    fast_recipe, churn_schema, churn
+) -> None:
+    from safetensors.torch import save
+
+    bundle = bundle_from_bytes(_trained_bytes(fast_recipe, churn_schema, churn))
+    meta = bundle.metadata()
+    del meta["preprocessing"]["adapter"]  # the preprocessing as artifacts wrote it before adapters
+    raw = save(dict(bundle.state_dict), metadata={"driftwatch": json.dumps(meta)})
+    loaded = bundle_from_bytes(raw)
+    assert loaded.adapter.kind == "tabular"
+    assert Predictor(loaded).predict(churn[0])[0] == Predictor(bundle).predict(churn[0])[0]
 
 
 class _Exploit:

@@ -65,6 +65,16 @@ def test_measured_peak_matches_the_estimate(fast_recipe, churn_schema, churn) ->
     assert abs(result.measured_peak_bytes - plan.estimated_bytes) / plan.estimated_bytes < 0.05
 
 
+def test_an_sgd_recipe_is_sized_for_the_optimizer_training_builds(fast_recipe, churn_schema, churn) -> None:
+    # Plain SGD (the recipe sets no momentum) keeps no state: no phantom momentum buffer is sized.
+    recipe = replace(fast_recipe, optimizer="sgd")
+    frame, labels = churn
+    prepared = engine.prepare(recipe, churn_schema, frame, labels)
+    plan = engine.plan_training(recipe, prepared, budget_bytes=available_memory_bytes())
+    result = engine.train(recipe, prepared, plan)
+    assert result.measured_peak_bytes == plan.estimated_bytes
+
+
 def test_peak_over_the_memory_cap_raises_oom_with_its_plan(fast_recipe, churn_schema, churn) -> None:
     plan = engine.TrainingPlan(batch_size=64, estimated_bytes=50_000)
     with pytest.raises(engine.TrainingOutOfMemory) as info:
