@@ -1,6 +1,7 @@
 """REST endpoints of the registry: models, reference datasets, versions."""
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from django.core.files.base import ContentFile
@@ -31,8 +32,9 @@ from registry.serializers import (
     VersionIn,
     VersionOut,
 )
-from workers.training.artifacts import ArtifactError, bundle_from_bytes
-from workers.training.recipes import RecipeError, load_factory, recipe_from_dict
+from workers.training.artifacts import ArtifactError, ModelBundle, read_bundle
+from workers.training.recipes import RecipeError, allowed_recipe_modules, recipe_from_dict
+from workers.training.verify import VerifyError, verify_artifact
 
 
 class ModelListView(ScopedAPIView):
@@ -178,26 +180,54 @@ def _version_fields(request: Request) -> dict[str, Any]:
 
 
 def _check_recipe(model: RegisteredModel, fields: dict[str, Any]) -> None:
-    """A version naming a recipe must be rebuildable: the recipe validates, its factory imports,
-    and the artifact's weights load into the factory's module (weights-only, never unpickled)."""
+    """A version naming a recipe (in its config or in its artifact's header) must be rebuildable:
+    the recipe validates, its factory is in an allowed module, and the weights load into the
+    factory's module. Only the structure is checked here; the model is built in a child process
+    (``workers.training.verify``), so no factory code runs in the web process."""
     config = fields.get("config") or {}
-    if "recipe" not in config:
-        return
-    try:
-        recipe = recipe_from_dict(config["recipe"], task=model.task)
-        load_factory(recipe.factory)
-    except RecipeError as exc:
-        raise InvalidInput([FieldError(None, f"config.{exc.field}", exc.message)]) from None
+    recipe = _config_recipe(model, config)
     artifact = fields.get("artifact")
     if artifact is None:
-        raise InvalidInput([FieldError(None, "artifact", "a version with a recipe needs its weights")])
+        if recipe is not None:
+            raise InvalidInput([FieldError(None, "artifact", "a version with a recipe needs its weights")])
+        return
+    raw = artifact.read()
+    artifact.seek(0)
+    header = _header_bundle(raw)
+    if recipe is None and header is None:
+        return  # an opaque file: stored, never built
+    if recipe is not None:
+        _artifact_check(lambda: read_bundle(raw, recipe=recipe))
+        config["recipe"] = recipe
+    _artifact_check(lambda: verify_artifact(raw, recipe=recipe, allowed=allowed_recipe_modules()))
+
+
+def _config_recipe(model: RegisteredModel, config: dict[str, Any]) -> dict[str, Any] | None:
+    if "recipe" not in config:
+        return None
     try:
-        bundle_from_bytes(artifact.read(), recipe=recipe.to_dict())
-    except (ArtifactError, RecipeError, KeyError, TypeError) as exc:
+        return recipe_from_dict(config["recipe"], task=model.task).to_dict()
+    except RecipeError as exc:
+        raise InvalidInput([FieldError(None, f"config.{exc.field}", exc.message)]) from None
+
+
+def _header_bundle(raw: bytes) -> ModelBundle | None:
+    """The artifact's own recipe, validated (allowed modules only); None for an opaque file."""
+    try:
+        return read_bundle(raw)
+    except RecipeError as exc:
+        raise InvalidInput(
+            [FieldError(None, "artifact", f"the file's {exc.field} is refused: {exc.message}")]
+        ) from None
+    except (ArtifactError, KeyError, TypeError, ValueError, AttributeError):
+        return None
+
+
+def _artifact_check(check: Callable[[], object]) -> None:
+    try:
+        check()
+    except (ArtifactError, RecipeError, VerifyError, KeyError, TypeError) as exc:
         raise InvalidInput([FieldError(None, "artifact", f"weights do not load: {exc}")]) from None
-    finally:
-        artifact.seek(0)
-    config["recipe"] = recipe.to_dict()
 
 
 def _json_field(key: str, value: Any) -> Any:
