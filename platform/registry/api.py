@@ -8,7 +8,7 @@ from django.core.files.base import ContentFile
 from django.db import transaction
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
-from rest_framework import status
+from rest_framework import exceptions, status
 from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -139,6 +139,7 @@ class VersionListView(ScopedAPIView):
     def post(self, request: Request, name: str) -> Response:
         model = selectors.model_get(name=name)
         fields = _version_fields(request)
+        _check_champion_scope(request, fields)
         _check_recipe(model, fields)
         with transaction.atomic():
             version = services.version_create(model=model, **fields)
@@ -177,6 +178,17 @@ def _version_fields(request: Request) -> dict[str, Any]:
     if artifact is not None:
         fields["artifact"] = ContentFile(artifact.read(), name=artifact.name)
     return fields
+
+
+def _check_champion_scope(request: Request, fields: dict[str, Any]) -> None:
+    """Only an admin crowns a champion: an ingest token (a serving process) uploads candidates,
+    which reach serving through approve / the retraining gate. (A model's very first version still
+    becomes its champion: there is none to replace.)"""
+    if fields["champion"] and not request.auth.allows("admin"):
+        raise exceptions.PermissionDenied(
+            "champion=true needs an admin-scope token; upload without it (a candidate) and promote "
+            "through the admin's approve"
+        )
 
 
 def _check_recipe(model: RegisteredModel, fields: dict[str, Any]) -> None:
