@@ -16,6 +16,7 @@ from rest_framework.response import Response
 from core.api import ScopedAPIView, json_body
 from core.audit import audit_record, request_actor
 from core.errors import FieldError, InvalidInput
+from core.models import ApiToken
 from core.parsers import MultiPartParser
 from core.serializers import AUTH, BODY, NAMED, error_responses
 from core.text import first_bad_string
@@ -184,7 +185,8 @@ def _check_champion_scope(request: Request, fields: dict[str, Any]) -> None:
     """Only an admin crowns a champion: an ingest token (a serving process) uploads candidates,
     which reach serving through approve / the retraining gate. (A model's very first version still
     becomes its champion: there is none to replace.)"""
-    if fields["champion"] and not request.auth.allows("admin"):
+    token = request.auth
+    if fields["champion"] and not (isinstance(token, ApiToken) and token.allows("admin")):
         raise exceptions.PermissionDenied(
             "champion=true needs an admin-scope token; upload without it (a candidate) and promote "
             "through the admin's approve"

@@ -133,7 +133,9 @@ def test_promoting_a_new_version_retires_the_old_champion(
 
 
 @pytest.mark.parametrize("form", [False, True])
-def test_an_ingest_token_cannot_crown_a_champion(ingest: APIClient, churn: RegisteredModel, form: bool) -> None:
+def test_an_ingest_token_cannot_crown_a_champion(
+    ingest: APIClient, churn: RegisteredModel, form: bool
+) -> None:
     from django.core.files.uploadedfile import SimpleUploadedFile
 
     ingest.post("/api/v1/models/churn/versions", {}, format="json")
