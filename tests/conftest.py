@@ -3,6 +3,7 @@ the suite stops with an error instead of silently falling back to the embedded d
 
 import os
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -33,3 +34,10 @@ def allow_recipe_modules() -> Iterator[Callable[..., None]]:
     previous = recipes.allowed_recipe_modules() - recipes.BUILTIN_MODULES
     yield lambda *names: recipes.allow_recipe_modules(names)
     recipes.allow_recipe_modules(previous)
+
+
+@pytest.fixture
+def private_webhooks_allowed(settings: Any) -> None:
+    """Webhook receivers on 127.0.0.1 (the tests' own) are reachable, as with
+    DRIFTWATCH_WEBHOOK_ALLOW_PRIVATE=1; by default they are refused."""
+    settings.DRIFTWATCH_WEBHOOK_ALLOW_PRIVATE = True

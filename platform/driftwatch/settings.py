@@ -260,6 +260,10 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = 8 * 1024 * 1024
 # never imported otherwise (workers.training.recipes.check_code_path).
 DRIFTWATCH_RECIPE_MODULES = env_list("DRIFTWATCH_RECIPE_MODULES", [])
 
+# Policy webhooks may go to loopback and private networks only when this is on (an internal
+# receiver); link-local (cloud metadata), multicast and reserved addresses never (core.outbound).
+DRIFTWATCH_WEBHOOK_ALLOW_PRIVATE = env_bool("DRIFTWATCH_WEBHOOK_ALLOW_PRIVATE", False)
+
 # --- checks --------------------------------------------------------------------------------
 # A check "running" this long under another task is taken as killed: the reaper re-enqueues it
 # and any worker may take it over. A redelivery of the same task takes over at once.

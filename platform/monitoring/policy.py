@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import models
 
 from core.errors import FieldError, InvalidInput
+from core.outbound import target_problem
 
 if TYPE_CHECKING:  # the model imports these rules for its clean(): only its type is needed here
     from monitoring.models import MonitoringPolicy
@@ -108,6 +109,8 @@ def policy_errors(policy: "MonitoringPolicy", task: str) -> list[FieldError]:
         add("baseline", "must be finite")
     if policy.alert_k > policy.alert_n:
         add("alert_k", f"must be <= alert_n ({policy.alert_n})")
+    if policy.webhook_url and (problem := target_problem(policy.webhook_url)):
+        add("webhook_url", problem)
     return errors
 
 
