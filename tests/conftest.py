@@ -2,6 +2,8 @@
 the suite stops with an error instead of silently falling back to the embedded defaults."""
 
 import os
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -21,3 +23,21 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             psycopg.connect(os.environ["DATABASE_URL"], connect_timeout=3).close()
         except Exception as exc:
             pytest.exit(f"DATABASE_URL is set but the database is unreachable: {exc}", returncode=3)
+
+
+@pytest.fixture
+def allow_recipe_modules() -> Iterator[Callable[..., None]]:
+    """allow_recipe_modules("tests.x") → those modules' factories may be built, for this test only
+    (as an operator's DRIFTWATCH_RECIPE_MODULES would allow them)."""
+    from workers.training import recipes
+
+    previous = recipes.allowed_recipe_modules() - recipes.BUILTIN_MODULES
+    yield lambda *names: recipes.allow_recipe_modules(names)
+    recipes.allow_recipe_modules(previous)
+
+
+@pytest.fixture
+def private_webhooks_allowed(settings: Any) -> None:
+    """Webhook receivers on 127.0.0.1 (the tests' own) are reachable, as with
+    DRIFTWATCH_WEBHOOK_ALLOW_PRIVATE=1; by default they are refused."""
+    settings.DRIFTWATCH_WEBHOOK_ALLOW_PRIVATE = True

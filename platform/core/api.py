@@ -3,6 +3,7 @@
 import json
 from typing import Any
 
+import msgspec
 import orjson
 from django.conf import settings
 from rest_framework import exceptions, status
@@ -36,11 +37,12 @@ def _require_json_content_type(request: Request) -> None:
         raise exceptions.UnsupportedMediaType(media or "(none)", detail="send the body as application/json")
 
 
-def json_body(request: Request) -> Any:
+def json_body(request: Request, *, max_items: dict[str, int] | None = None) -> Any:
     """Parse the JSON body ourselves: one orjson.loads, and a 413 even for chunked uploads.
 
     Refused with a 400 naming the field: nesting deeper than orjson's 1,024 levels, lone
-    surrogates and NUL characters (PostgreSQL text cannot hold them).
+    surrogates and NUL characters (PostgreSQL text cannot hold them), and a list under a key of
+    ``max_items`` longer than its limit, counted before any of its items is built.
     """
     limit = settings.DRIFTWATCH_MAX_REQUEST_BYTES
     raw = request.read(limit + 1)
@@ -48,6 +50,8 @@ def json_body(request: Request) -> Any:
         raise RequestTooLarge(f"request body exceeds {limit} bytes")
     if raw:
         _require_json_content_type(request)
+    if raw and max_items:
+        _refuse_long_lists(raw, max_items)
     try:
         body = orjson.loads(raw or b"null")  # ~5x faster than json on 10,000-sample batches
     except orjson.JSONDecodeError as exc:
@@ -59,6 +63,23 @@ def json_body(request: Request) -> Any:
     if bad is not None:
         raise InvalidInput([bad])
     return body
+
+
+def _refuse_long_lists(raw: bytes, max_items: dict[str, int]) -> None:
+    """Count a top-level list's items as raw spans of the body (msgspec.Raw: a view, no objects).
+    Building a million samples' dicts only to find there are too many took 13x the body's size."""
+    try:
+        top = msgspec.json.decode(raw, type=dict[str, msgspec.Raw])
+        lists = {
+            key: msgspec.json.decode(top[key], type=list[msgspec.Raw]) for key in max_items if key in top
+        }
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return  # not an object of lists: the full parse and validation say what is wrong
+    for key, items in lists.items():
+        if len(items) > max_items[key]:
+            raise InvalidInput(
+                [FieldError(None, key, f"at most {max_items[key]} rows per request, got {len(items)}")]
+            )
 
 
 def _lenient_loads(raw: bytes, orjson_error: Exception) -> Any:

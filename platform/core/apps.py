@@ -1,7 +1,11 @@
+import sys
 from pathlib import Path
 
 from django.apps import AppConfig
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+from driftwatch.paths import dotted_name_reaching
 
 
 def local_dirs() -> list[Path]:
@@ -19,6 +23,16 @@ def local_dirs() -> list[Path]:
     return dirs
 
 
+def media_root_refuse_importable() -> None:
+    """Uploaded files must never be importable: refuse a MEDIA_ROOT a dotted module name reaches."""
+    reached = dotted_name_reaching(Path(settings.MEDIA_ROOT), [p for p in sys.path if isinstance(p, str)])
+    if reached is not None:
+        raise ImproperlyConfigured(
+            f"DRIFTWATCH_MEDIA_ROOT={settings.MEDIA_ROOT} is importable as {reached!r} from sys.path: "
+            "put uploads outside every import path (or under a folder whose name has a dot)"
+        )
+
+
 class CoreConfig(AppConfig):
     name = "core"
     verbose_name = "Access and health"
@@ -26,6 +40,7 @@ class CoreConfig(AppConfig):
     def ready(self) -> None:
         from core import openapi  # noqa: F401  registers the token scheme with drf-spectacular
 
+        media_root_refuse_importable()
         # Made when a process starts (django.setup), not when settings are imported.
         for path in local_dirs():
             path.mkdir(parents=True, exist_ok=True)

@@ -7,6 +7,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import render
+from django.utils.html import escape
 
 from dashboard import feature_drift, selectors
 from dashboard.heatmap import PREDICTION_ROW
@@ -40,7 +41,10 @@ def feature_drift_page(request: HttpRequest, name: str) -> HttpResponse:
         raise Http404(f"model {model.name!r} has no feature {column!r}")
     raw_check = request.GET.get("check", "")
     if raw_check and not raw_check.isdigit():
-        return HttpResponseBadRequest(f"check: {raw_check!r} is not a check id")
+        # Plain text, escaped too: a request value never reaches a page as markup.
+        return HttpResponseBadRequest(
+            f"check: {escape(repr(raw_check))} is not a check id", content_type="text/plain; charset=utf-8"
+        )
     trange = time_range_parse(request.GET, newest=selectors.newest_check_end(model=model))
     if trange.error:
         messages.warning(request, f"{trange.error}: showing the {trange.label}.")

@@ -3,6 +3,7 @@ sparklines and texts. No query is written here; each function calls a selector f
 """
 
 from typing import Any
+from urllib.parse import urlsplit
 
 from dashboard import selectors
 from dashboard.heatmap import drift_cell, drift_rows
@@ -123,8 +124,16 @@ def baseline_text(*, policy: MonitoringPolicy, reference: ReferenceDataset | Non
     return "none: the reference rows carry no predictions"
 
 
+def notify_text(*, policy: MonitoringPolicy, staff: bool) -> str:
+    """E-mails, and the webhook's host for staff only: its path and query often carry credentials."""
+    targets = policy.emails()
+    if policy.webhook_url and staff:
+        targets.append(f"webhook to {urlsplit(policy.webhook_url).hostname or '?'}")
+    return ", ".join(targets) or "—"
+
+
 def policy_rows(
-    *, policy: MonitoringPolicy, reference: ReferenceDataset | None = None
+    *, policy: MonitoringPolicy, reference: ReferenceDataset | None = None, staff: bool = False
 ) -> list[tuple[str, Any]]:
     unit = {"samples": "samples", "labelled": "labelled samples"}.get(policy.window_kind, "hours")
     return [
@@ -139,7 +148,7 @@ def policy_rows(
         ("alert when", f"{policy.alert_k} of last {policy.alert_n} checks breach"),
         ("cooldown", f"{policy.cooldown_minutes} min"),
         ("auto retrain", policy.auto_retrain),
-        ("notify", ", ".join(policy.emails() + ([policy.webhook_url] if policy.webhook_url else [])) or "—"),
+        ("notify", notify_text(policy=policy, staff=staff)),
         ("next check", policy.next_check_at),
     ]
 

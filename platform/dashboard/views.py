@@ -94,7 +94,9 @@ def _model_context(request: HttpRequest, model: RegisteredModel) -> dict[str, An
         "model": model,
         "summary": presenters.model_rows(name=model.name)[0],
         "policy": policy,
-        "policy_rows": presenters.policy_rows(policy=policy, reference=reference),
+        "policy_rows": presenters.policy_rows(
+            policy=policy, reference=reference, staff=request.user.is_staff
+        ),
         "policy_form": policy_form_fields(policy=policy) if request.user.is_staff else None,
         "chart": quality_chart(model=model, policy=policy, trange=trange),
         "heatmap": drift_heatmap(model=model, trange=trange),

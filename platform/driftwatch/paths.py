@@ -14,6 +14,21 @@ def ensure_import_paths() -> None:
             sys.path.insert(0, path)
 
 
+def dotted_name_reaching(path: Path, entries: list[str]) -> str | None:
+    """The dotted module name under which ``path`` (a folder) could be imported from one of the
+    import path ``entries``, or None when no name reaches it (some part is not an identifier,
+    e.g. has a dot, which an import always splits on)."""
+    resolved = path.resolve()
+    for entry in entries:
+        try:
+            parts = resolved.relative_to(Path(entry or ".").resolve()).parts
+        except ValueError:
+            continue
+        if all(part.isidentifier() for part in parts):
+            return ".".join(parts) or "(the import path itself)"
+    return None
+
+
 def gunicorn_argv(bind: str, workers: int, *extra: str) -> list[str]:
     """The web server's command line (run_platform and bench/ingest.py start the same one)."""
     return [

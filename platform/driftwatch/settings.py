@@ -223,7 +223,10 @@ STATIC_ROOT = VAR_DIR / "staticfiles"
 # Folders under var/ (SQLite, static files, the filesystem broker) are made by core.apps at
 # django.setup(), not here: importing settings has no side effects.
 MEDIA_URL = "media/"
-MEDIA_ROOT = Path(env_str("DRIFTWATCH_MEDIA_ROOT", str(VAR_DIR / "media")))
+# Uploads live outside every import path: the checkout and platform/ are on sys.path, and the dot
+# in "media.store" means no dotted module name reaches a file below it (core.apps refuses a
+# DRIFTWATCH_MEDIA_ROOT that one does reach).
+MEDIA_ROOT = Path(env_str("DRIFTWATCH_MEDIA_ROOT", str(VAR_DIR / "media.store")))
 # Reference datasets, check reports, model artifacts and holdouts are FileFields: all of them go
 # through this storage (S3 when DRIFTWATCH_S3_BUCKET is set, else MEDIA_ROOT; driftwatch.backends).
 STORAGES = {
@@ -270,6 +273,15 @@ DRIFTWATCH_GPU_STALE_SECONDS = env_int("DRIFTWATCH_GPU_STALE_SECONDS", 30, low=1
 DRIFTWATCH_GPU_MAX_SKIPS = env_int("DRIFTWATCH_GPU_MAX_SKIPS", 3, low=0)
 DATA_UPLOAD_MAX_MEMORY_SIZE = DRIFTWATCH_MAX_REQUEST_BYTES
 FILE_UPLOAD_MAX_MEMORY_SIZE = 8 * 1024 * 1024
+
+# The operator's own recipe modules (comma-separated module names, installed on web and workers):
+# the only places besides the built-ins a recipe's factory may come from. A client's string is
+# never imported otherwise (workers.training.recipes.check_code_path).
+DRIFTWATCH_RECIPE_MODULES = env_list("DRIFTWATCH_RECIPE_MODULES", [])
+
+# Policy webhooks may go to loopback and private networks only when this is on (an internal
+# receiver); link-local (cloud metadata), multicast and reserved addresses never (core.outbound).
+DRIFTWATCH_WEBHOOK_ALLOW_PRIVATE = env_bool("DRIFTWATCH_WEBHOOK_ALLOW_PRIVATE", False)
 
 # --- checks --------------------------------------------------------------------------------
 # A check "running" this long under another task is taken as killed: the reaper re-enqueues it

@@ -3,6 +3,7 @@
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -35,6 +36,11 @@ from registry.models import RegisteredModel
 from registry.selectors import model_get
 
 
+def _rows(key: str) -> dict[str, int]:
+    """The batch's list, counted before it is parsed (a huge refused batch never becomes objects)."""
+    return {key: settings.DRIFTWATCH_MAX_BATCH_ROWS}
+
+
 class PredictionsView(ScopedAPIView):
     required_scopes = {"POST": "ingest"}
 
@@ -44,7 +50,7 @@ class PredictionsView(ScopedAPIView):
     )
     def post(self, request: Request, name: str) -> Response:
         model = model_get(name=name)
-        result = services.predictions_ingest(model=model, body=json_body(request))
+        result = services.predictions_ingest(model=model, body=json_body(request, max_items=_rows("samples")))
         return Response(PredictionsOut(result).data)
 
 
@@ -57,7 +63,7 @@ class LabelsView(ScopedAPIView):
     )
     def post(self, request: Request, name: str) -> Response:
         model = model_get(name=name)
-        result = services.labels_ingest(model=model, body=json_body(request))
+        result = services.labels_ingest(model=model, body=json_body(request, max_items=_rows("labels")))
         return Response(LabelsOut(result).data)
 
 

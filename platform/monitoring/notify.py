@@ -2,11 +2,10 @@
 
 import hashlib
 import hmac
+import http.client
 import json
 import logging
 import time
-import urllib.error
-import urllib.request
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -14,6 +13,7 @@ from django.core.mail import send_mail
 from django.db.models import Q
 from django.utils import timezone
 
+from core import outbound
 from core.enqueue import enqueue
 from monitoring.models import Notification, NotificationState
 from monitoring.selectors import policy_for
@@ -32,6 +32,10 @@ class TransientDeliveryError(Exception):
     """Worth retrying: a network error, a timeout or a 5xx/429 from the receiver."""
 
 
+class DeliveryRefused(Exception):
+    """Not worth retrying: the receiver refused (4xx, a redirect) or the target is unsafe."""
+
+
 def webhook_signature(secret: str, timestamp: str, body: bytes) -> str:
     """sha256=HMAC(secret, "<timestamp>.<body>"): the timestamp guards against replays."""
     digest = hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256).hexdigest()
@@ -48,16 +52,22 @@ def _send_webhook(notification: Notification, secret: str) -> None:
     headers = {"Content-Type": "application/json", TIMESTAMP_HEADER: timestamp}
     if secret:
         headers[SIGNATURE_HEADER] = webhook_signature(secret, timestamp, body)
-    request = urllib.request.Request(notification.target, data=body, headers=headers, method="POST")
+    webhook_post(notification.target, body, headers)
+
+
+def webhook_post(url: str, body: bytes, headers: dict[str, str]) -> None:
+    """POST to a checked target (core.outbound: no private address, no redirect).
+    TransientDeliveryError for what a retry may fix (network, 5xx, 429); DeliveryRefused else."""
     try:
-        with urllib.request.urlopen(request, timeout=10):
-            return
-    except urllib.error.HTTPError as exc:
-        if exc.code >= 500 or exc.code == 429:
-            raise TransientDeliveryError(f"HTTP {exc.code}") from exc
-        raise  # a 4xx other than 429: the receiver refuses it; retrying cannot help
-    except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
-        raise TransientDeliveryError(str(exc)) from exc
+        status = outbound.post(url, body, headers, timeout=10)
+    except (OSError, http.client.HTTPException) as exc:
+        raise TransientDeliveryError(str(exc) or type(exc).__name__) from exc
+    if status >= 500 or status == 429:
+        raise TransientDeliveryError(f"HTTP {status}")
+    if 300 <= status < 400:
+        raise DeliveryRefused(f"HTTP {status}: redirects are not followed")
+    if status >= 400:  # the receiver refuses it; retrying cannot help
+        raise DeliveryRefused(f"HTTP {status}")
 
 
 def _send_email(notification: Notification) -> None:

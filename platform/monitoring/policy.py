@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import models
 
 from core.errors import FieldError, InvalidInput
+from core.outbound import target_problem
 from workers.features import feature_type
 
 if TYPE_CHECKING:  # the model imports these rules for its clean(): only its type is needed here
@@ -58,6 +59,21 @@ INTEGERS = {
     "cooldown_minutes": 0,
 }
 MAX_INTEGER = 2_147_483_647  # PositiveIntegerField's column
+# Upper bounds of every duration and count: past them a window's datetime arithmetic overflows
+# (2**31 hours is an OverflowError in every check) or a check would load more rows than it can hold.
+MINUTES_PER_YEAR = 366 * 24 * 60
+MAX_WINDOW_HOURS = 366 * 24
+MAX_WINDOW_SAMPLES = 1_000_000
+UPPER = {
+    "window_size": MAX_WINDOW_SAMPLES,
+    "check_every_minutes": MINUTES_PER_YEAR,
+    "min_samples": MAX_WINDOW_SAMPLES,
+    "min_labels": MAX_WINDOW_SAMPLES,
+    "alert_k": 100,
+    "alert_n": 100,
+    "resolve_after": 100,
+    "cooldown_minutes": MINUTES_PER_YEAR,
+}
 NUMBERS = {"tolerance", "baseline", "drift_share"}
 # field -> the feature type whose drift method it picks, from the methods that type declares
 DRIFT_METHOD_FIELDS = {"embedding_drift_method": "embedding"}
@@ -109,6 +125,12 @@ def policy_errors(policy: "MonitoringPolicy", task: str) -> list[FieldError]:
 
     if policy.window_kind not in WindowKind.values:
         add("window_kind", f"must be one of {', '.join(WindowKind.values)}")
+    for field, high in UPPER.items():
+        if isinstance(getattr(policy, field), int) and getattr(policy, field) > high:
+            add(field, f"must be at most {high:,}")
+    if policy.window_kind == WindowKind.HOURS and 0 < policy.window_size <= UPPER["window_size"]:
+        if policy.window_size > MAX_WINDOW_HOURS:
+            add("window_size", f"an hours window is at most {MAX_WINDOW_HOURS:,} hours (a year)")
     if policy.metric not in metrics_for(task):
         add("metric", f"must be one of {', '.join(metrics_for(task))} for a {task} model")
     if not (isinstance(policy.tolerance, int | float) and math.isfinite(policy.tolerance)):
@@ -124,6 +146,8 @@ def policy_errors(policy: "MonitoringPolicy", task: str) -> list[FieldError]:
         add("baseline", "must be finite")
     if policy.alert_k > policy.alert_n:
         add("alert_k", f"must be <= alert_n ({policy.alert_n})")
+    if policy.webhook_url and (problem := target_problem(policy.webhook_url)):
+        add("webhook_url", problem)
     return errors
 
 

@@ -1,13 +1,14 @@
 """REST endpoints of the registry: models, reference datasets, versions."""
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from django.core.files.base import ContentFile
 from django.db import transaction
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
-from rest_framework import status
+from rest_framework import exceptions, status
 from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -15,6 +16,7 @@ from rest_framework.response import Response
 from core.api import ScopedAPIView, json_body
 from core.audit import audit_record, request_actor
 from core.errors import FieldError, InvalidInput
+from core.models import ApiToken
 from core.parsers import MultiPartParser
 from core.serializers import AUTH, BODY, NAMED, error_responses
 from core.text import first_bad_string
@@ -31,8 +33,9 @@ from registry.serializers import (
     VersionIn,
     VersionOut,
 )
-from workers.training.artifacts import ArtifactError, bundle_from_bytes
-from workers.training.recipes import RecipeError, load_factory, recipe_from_dict
+from workers.training.artifacts import ArtifactError, ModelBundle, read_bundle
+from workers.training.recipes import RecipeError, allowed_recipe_modules, recipe_from_dict
+from workers.training.verify import VerifyError, verify_artifact
 
 
 class ModelListView(ScopedAPIView):
@@ -137,6 +140,7 @@ class VersionListView(ScopedAPIView):
     def post(self, request: Request, name: str) -> Response:
         model = selectors.model_get(name=name)
         fields = _version_fields(request)
+        _check_champion_scope(request, fields)
         _check_recipe(model, fields)
         with transaction.atomic():
             version = services.version_create(model=model, **fields)
@@ -177,27 +181,67 @@ def _version_fields(request: Request) -> dict[str, Any]:
     return fields
 
 
+def _check_champion_scope(request: Request, fields: dict[str, Any]) -> None:
+    """Only an admin crowns a champion: an ingest token (a serving process) uploads candidates,
+    which reach serving through approve / the retraining gate. (A model's very first version still
+    becomes its champion: there is none to replace.)"""
+    token = request.auth
+    if fields["champion"] and not (isinstance(token, ApiToken) and token.allows("admin")):
+        raise exceptions.PermissionDenied(
+            "champion=true needs an admin-scope token; upload without it (a candidate) and promote "
+            "through the admin's approve"
+        )
+
+
 def _check_recipe(model: RegisteredModel, fields: dict[str, Any]) -> None:
-    """A version naming a recipe must be rebuildable: the recipe validates, its factory imports,
-    and the artifact's weights load into the factory's module (weights-only, never unpickled)."""
+    """A version naming a recipe (in its config or in its artifact's header) must be rebuildable:
+    the recipe validates, its factory is in an allowed module, and the weights load into the
+    factory's module. Only the structure is checked here; the model is built in a child process
+    (``workers.training.verify``), so no factory code runs in the web process."""
     config = fields.get("config") or {}
-    if "recipe" not in config:
-        return
-    try:
-        recipe = recipe_from_dict(config["recipe"], task=model.task)
-        load_factory(recipe.factory)
-    except RecipeError as exc:
-        raise InvalidInput([FieldError(None, f"config.{exc.field}", exc.message)]) from None
+    recipe = _config_recipe(model, config)
     artifact = fields.get("artifact")
     if artifact is None:
-        raise InvalidInput([FieldError(None, "artifact", "a version with a recipe needs its weights")])
+        if recipe is not None:
+            raise InvalidInput([FieldError(None, "artifact", "a version with a recipe needs its weights")])
+        return
+    raw = artifact.read()
+    artifact.seek(0)
+    header = _header_bundle(raw)
+    if recipe is None and header is None:
+        return  # an opaque file: stored, never built
+    if recipe is not None:
+        _artifact_check(lambda: read_bundle(raw, recipe=recipe))
+        config["recipe"] = recipe
+    _artifact_check(lambda: verify_artifact(raw, recipe=recipe, allowed=allowed_recipe_modules()))
+
+
+def _config_recipe(model: RegisteredModel, config: dict[str, Any]) -> dict[str, Any] | None:
+    if "recipe" not in config:
+        return None
     try:
-        bundle_from_bytes(artifact.read(), recipe=recipe.to_dict())
-    except (ArtifactError, RecipeError, KeyError, TypeError) as exc:
+        return recipe_from_dict(config["recipe"], task=model.task).to_dict()
+    except RecipeError as exc:
+        raise InvalidInput([FieldError(None, f"config.{exc.field}", exc.message)]) from None
+
+
+def _header_bundle(raw: bytes) -> ModelBundle | None:
+    """The artifact's own recipe, validated (allowed modules only); None for an opaque file."""
+    try:
+        return read_bundle(raw)
+    except RecipeError as exc:
+        raise InvalidInput(
+            [FieldError(None, "artifact", f"the file's {exc.field} is refused: {exc.message}")]
+        ) from None
+    except (ArtifactError, KeyError, TypeError, ValueError, AttributeError):
+        return None
+
+
+def _artifact_check(check: Callable[[], object]) -> None:
+    try:
+        check()
+    except (ArtifactError, RecipeError, VerifyError, KeyError, TypeError) as exc:
         raise InvalidInput([FieldError(None, "artifact", f"weights do not load: {exc}")]) from None
-    finally:
-        artifact.seek(0)
-    config["recipe"] = recipe.to_dict()
 
 
 def _json_field(key: str, value: Any) -> Any:

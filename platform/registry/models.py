@@ -56,8 +56,16 @@ class VersionStatus(models.TextChoices):
     REJECTED = "rejected"
 
 
+# Suffixes an artifact keeps from its client-given name; any other name gets ".bin" appended, so no
+# stored file ends in a suffix Python imports (.py, .pyc, .so, ...).
+ARTIFACT_SUFFIXES = (".safetensors", ".pt", ".pth", ".bin", ".ckpt", ".onnx", ".pkl", ".joblib", ".npz")
+
+
 def artifact_path(instance: "ModelVersion", filename: str) -> str:
-    return f"artifacts/{instance.model.name}/v{instance.version}/{filename}"
+    name = filename.rsplit("/", 1)[-1]
+    if not name.lower().endswith(ARTIFACT_SUFFIXES):
+        name += ".bin"
+    return f"artifacts/{instance.model.name}/v{instance.version}/{name}"
 
 
 class ModelVersion(models.Model):

@@ -38,6 +38,10 @@ from workers.features import feature_type, feature_type_names
 MAX_NAME_CHARS = 200
 MAX_DESCRIPTION_CHARS = 10_000
 RESERVED = ", ".join([*WINDOW_COLUMNS, "names starting with '__'"])
+# A check's window query selects one column per feature and per class (plus six): PostgreSQL
+# allows 1,664 result columns and SQLite 2,000, so these keep every registered model checkable.
+MAX_FEATURES = 1000
+MAX_CLASSES = 500
 
 
 def _schema_errors(data: dict[str, Any]) -> list[FieldError]:
@@ -51,6 +55,9 @@ def _schema_errors(data: dict[str, Any]) -> list[FieldError]:
     features = data.get("features")
     if not isinstance(features, list) or not features:
         errors.append(FieldError(None, "features", "required: a non-empty list of {name, type}"))
+        features = []
+    elif len(features) > MAX_FEATURES:
+        errors.append(FieldError(None, "features", f"at most {MAX_FEATURES} features (got {len(features)})"))
         features = []
     seen: set[str] = set()
     for i, feature in enumerate(features):
@@ -72,7 +79,9 @@ def _schema_errors(data: dict[str, Any]) -> list[FieldError]:
         else:
             errors += _option_errors(i, feature)
     classes = data.get("classes") or []
-    if data.get("task") == Task.CLASSIFICATION:
+    if isinstance(classes, list) and len(classes) > MAX_CLASSES:
+        errors.append(FieldError(None, "classes", f"at most {MAX_CLASSES} classes (got {len(classes)})"))
+    elif data.get("task") == Task.CLASSIFICATION:
         if (
             not isinstance(classes, list)
             or len(classes) < 2

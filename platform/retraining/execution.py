@@ -6,8 +6,10 @@ job already taken does nothing. Training data = labelled samples of the policy's
 most recent labelled slice. The engine (``workers.training``) does the torch work.
 """
 
+import gc
 import logging
 import math
+import sys
 import time
 import traceback
 from typing import Any
@@ -72,8 +74,20 @@ def job_run(*, job_id: int) -> str:
         logger.exception("retrain job=%s model=%s failed", job.pk, job.model_id)
         job_log(job.pk, "failed:\n" + traceback.format_exc())
         _finish(job, JobState.FAILED, f"{type(exc).__name__}: {exc}")
+    if not RetrainJob.objects.filter(pk=job.pk).exists():
+        logger.warning("retrain job=%s stopped: the job was deleted (with its model)", job.pk)
+        _release_device_memory()
+        return "missing"
     job.refresh_from_db()
     return job.state
+
+
+def _release_device_memory() -> None:
+    """A deleted job's reservation row is gone: give its cached device memory back as well."""
+    torch = sys.modules.get("torch")  # only if this process trained (it imported torch)
+    if torch is not None and torch.cuda.is_available():
+        gc.collect()
+        torch.cuda.empty_cache()
 
 
 def _finish(job: RetrainJob, state: str, error: str = "") -> None:
@@ -240,7 +254,8 @@ class _Watch:
         if time.monotonic() - self.last < self.every:
             return False
         self.last = time.monotonic()
-        RetrainJob.objects.filter(pk=self.job_id).update(heartbeat_at=timezone.now())
+        if not RetrainJob.objects.filter(pk=self.job_id).update(heartbeat_at=timezone.now()):
+            return True  # the job was deleted (its model too): stop, nothing may use its device now
         return bool(RetrainJob.objects.filter(pk=self.job_id, cancel_requested=True).exists())
 
     def progress(self, p: engine.Progress) -> None:

@@ -16,7 +16,7 @@ from registry.reference import LABEL, PREDICTION
 from retraining.models import RetrainJob, RetrainPolicy
 from workers.training.artifacts import Predictor
 from workers.training.data import Split, time_ordered_split
-from workers.training.recipes import Recipe, builtin_recipe, recipe_from_dict
+from workers.training.recipes import Recipe, RecipeNotAllowed, builtin_recipe, recipe_from_dict
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +86,8 @@ def champion_predictor(champion: ModelVersion | None) -> Predictor | None:
     try:
         with champion.artifact.open("rb") as handle:
             return Predictor.from_bytes(handle.read(), recipe=champion.config.get("recipe"))
+    except RecipeNotAllowed:  # a refused factory fails the job with its reason, never silently
+        raise
     except Exception:  # an opaque upload: the gate falls back to the champion's logged predictions
         logger.warning("champion v%s does not load as a recipe model", champion.version, exc_info=True)
         return None

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from core.audit import audit_record
 from core.errors import Conflict
-from registry.models import ModelVersion, ReferenceDataset, VersionStatus
+from registry.models import ModelVersion, ReferenceDataset, RegisteredModel, VersionStatus
 from registry.reference import frame_to_parquet
 from registry.services import version_promote
 from retraining.inputs import holdout_frame
@@ -89,6 +89,7 @@ def _reject(job: RetrainJob, user: Any, decision: str) -> bool:
 def job_promote(*, job: RetrainJob, user: Any) -> RetrainJob:
     """Champion ← the job's challenger; reference ← its holdout scored by it. Claimed by CAS."""
     with transaction.atomic():
+        _lock_model(job)
         claimed = RetrainJob.objects.filter(
             pk=job.pk, state=JobState.SUCCEEDED, decision__in=[Decision.NONE, Decision.AWAITING_APPROVAL]
         ).update(**_decided(Decision.PROMOTED, user))
@@ -108,6 +109,12 @@ def job_promote(*, job: RetrainJob, user: Any) -> RetrainJob:
     return job
 
 
+def _lock_model(job: RetrainJob) -> None:
+    """Promotions and rollbacks of one model run one at a time: each reads the champion and the
+    active reference, then changes both, and an interleaving would restore the wrong pair."""
+    RegisteredModel.objects.select_for_update().filter(pk=job.model_id).first()
+
+
 def _reference_from_holdout(job: RetrainJob) -> ReferenceDataset:
     frame = holdout_frame(job)
     ReferenceDataset.objects.filter(model=job.model, is_active=True).update(is_active=False)
@@ -124,8 +131,10 @@ def _reference_from_holdout(job: RetrainJob) -> ReferenceDataset:
 
 
 def job_rollback(*, job: RetrainJob, user: Any) -> RetrainJob:
-    """The previous champion and its reference come back; the challenger is retired."""
+    """The previous champion and exactly the reference state before the promotion come back (no
+    active reference if there was none); the challenger is retired."""
     with transaction.atomic():
+        _lock_model(job)
         job = RetrainJob.objects.select_related("model", "champion", "result_version").get(pk=job.pk)
         current = ModelVersion.objects.filter(model=job.model, status=VersionStatus.CHAMPION).first()
         if job.decision != Decision.PROMOTED or current is None or current.pk != job.result_version_id:
@@ -138,8 +147,8 @@ def job_rollback(*, job: RetrainJob, user: Any) -> RetrainJob:
         if not claimed:
             raise Conflict(f"job #{job.pk} was rolled back already")
         version_promote(version=job.champion)
+        ReferenceDataset.objects.filter(model=job.model, is_active=True).update(is_active=False)
         if job.previous_reference_id:
-            ReferenceDataset.objects.filter(model=job.model, is_active=True).update(is_active=False)
             ReferenceDataset.objects.filter(pk=job.previous_reference_id).update(is_active=True)
         webhook_fire(job=job, event="champion.rolled_back")
         _audit("retrain.rollback", job, user)

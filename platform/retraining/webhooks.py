@@ -7,14 +7,19 @@ champion's artifact and recipe download (API, ``read`` scope).
 
 import json
 import time
-import urllib.error
-import urllib.request
 from typing import Any
 
 from django.urls import reverse
 
 from core.enqueue import enqueue
-from monitoring.notify import SIGNATURE_HEADER, TIMESTAMP_HEADER, TransientDeliveryError, webhook_signature
+from core.outbound import UnsafeTarget
+from monitoring.notify import (
+    SIGNATURE_HEADER,
+    TIMESTAMP_HEADER,
+    DeliveryRefused,
+    webhook_post,
+    webhook_signature,
+)
 from monitoring.selectors import policy_for
 from registry.models import ModelVersion, VersionStatus
 from retraining.models import RetrainJob
@@ -44,7 +49,8 @@ def webhook_payload(job: RetrainJob, event: str) -> dict[str, Any]:
 
 
 def webhook_deliver(*, job_id: int, event: str) -> str:
-    """POST the signed event; TransientDeliveryError (network, 5xx, 429) is retried by the task."""
+    """POST the signed event; TransientDeliveryError (network, 5xx, 429) is retried by the task,
+    a refusal (4xx, a redirect, an unsafe target) is answered "refused: why"."""
     job = RetrainJob.objects.select_related("model").filter(pk=job_id).first()
     if job is None:
         return "missing"
@@ -54,13 +60,8 @@ def webhook_deliver(*, job_id: int, event: str) -> str:
     headers = {"Content-Type": "application/json", TIMESTAMP_HEADER: timestamp}
     if policy.webhook_secret:
         headers[SIGNATURE_HEADER] = webhook_signature(policy.webhook_secret, timestamp, body)
-    request = urllib.request.Request(policy.webhook_url, data=body, headers=headers, method="POST")
     try:
-        with urllib.request.urlopen(request, timeout=10):
-            return "sent"
-    except urllib.error.HTTPError as exc:
-        if exc.code >= 500 or exc.code == 429:
-            raise TransientDeliveryError(f"HTTP {exc.code}") from exc
-        return f"refused: HTTP {exc.code}"
-    except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
-        raise TransientDeliveryError(str(exc)) from exc
+        webhook_post(policy.webhook_url, body, headers)
+    except (DeliveryRefused, UnsafeTarget) as exc:
+        return f"refused: {exc}"
+    return "sent"

@@ -4,6 +4,10 @@ Written as safetensors with the JSON in the header's metadata. Read from safeten
 ``torch.save`` file with ``torch.load(weights_only=True)``: nothing is ever unpickled with the
 full pickle machinery, so an artifact cannot run code when it is loaded. A malicious pickle is
 refused with ArtifactError.
+
+The recipe a file names is a client's string: ``read_bundle`` validates it (allowed factory
+modules only, see ``recipes``) before anything is built, so an artifact naming any other module is
+refused at upload and at load, ``Predictor`` included.
 """
 
 from __future__ import annotations
@@ -87,6 +91,13 @@ def is_safetensors(raw: bytes) -> bool:
 
 def bundle_from_bytes(raw: bytes, *, recipe: dict[str, Any] | None = None) -> ModelBundle:
     """Load an artifact; ``recipe`` (the version's stored recipe) is used when the file has none."""
+    bundle = read_bundle(raw, recipe=recipe)
+    bundle.build()  # the weights must fit the recipe's model, or the artifact is refused now
+    return bundle
+
+
+def read_bundle(raw: bytes, *, recipe: dict[str, Any] | None = None) -> ModelBundle:
+    """The artifact's parts, validated (recipe included) but not built: no factory is called."""
     meta, state = _read_safetensors(raw) if is_safetensors(raw) else _read_torch(raw)
     if "format" not in meta and {"encoder", "classes", "hidden"} <= set(meta):
         meta = _legacy_classifier_meta(meta, state)
@@ -109,7 +120,6 @@ def bundle_from_bytes(raw: bytes, *, recipe: dict[str, Any] | None = None) -> Mo
         target=TargetCodec.from_dict(meta["preprocessing"]["target"]),
         state_dict=state,
     )
-    bundle.build()  # the weights must fit the recipe's model, or the artifact is refused now
     return bundle
 
 

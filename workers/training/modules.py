@@ -36,7 +36,9 @@ class RecipeFactory:
         factory = load_factory(recipe.factory)
         try:
             module = factory(schema, dict(recipe.hyperparameters))
-        except Exception as exc:
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # SystemExit too: a factory never ends the process
             raise RecipeError(
                 "recipe.factory", f"{recipe.factory} raised {type(exc).__name__}: {exc}"
             ) from exc

@@ -1,20 +1,32 @@
 """Recipes: how a model version is rebuilt and trained.
 
-A recipe names a factory (``module:function``, importable on the workers' path) that builds the
-``torch.nn.Module`` from the model's schema and the hyperparameters, plus the loss, optimizer,
+A recipe names a factory (``module:function``) that builds the ``torch.nn.Module`` from the model's
+schema and the hyperparameters, plus the loss, optimizer,
 learning rate, maximum batch size, epochs and early stopping. It is stored as JSON with every
 version, so a retrain rebuilds exactly what the champion was.
+
+The factory is a string a client sent (a version upload, an artifact's header), so it is never
+imported as given: its module must be a built-in one or exactly one the operator installed and
+listed (``allow_recipe_modules``, which the platform calls with DRIFTWATCH_RECIPE_MODULES), and the
+function a public one defined in that module. ``check_code_path`` is that rule, and every import
+of a factory goes through ``load_factory``, which applies it first.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 LOSSES = {"classification": ("cross_entropy",), "regression": ("mse", "l1", "huber")}
 OPTIMIZERS = ("adam", "adamw", "sgd")
+
+
+# Modules whose factories ship with driftwatch; always allowed.
+BUILTIN_MODULES = frozenset({"workers.training.tabular"})
+MAX_CODE_PATH_CHARS = 300
+_operator_modules: frozenset[str] = frozenset()
 
 
 class RecipeError(ValueError):
@@ -24,6 +36,53 @@ class RecipeError(ValueError):
         super().__init__(f"{field_name}: {message}")
         self.field = field_name
         self.message = message
+
+
+class RecipeNotAllowed(RecipeError):
+    """A factory outside the allowed modules: refused before anything is imported."""
+
+
+def module_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be an allowed module (dotted identifiers, no private or dunder part)."""
+    parts = name.split(".")
+    if not name or not all(p.isidentifier() and not p.startswith("_") for p in parts):
+        return f"{name!r} is not a dotted module name without private or dunder parts"
+    return None
+
+
+def allow_recipe_modules(names: Iterable[str]) -> frozenset[str]:
+    """Set the operator's modules (besides the built-ins); returns the previous set."""
+    global _operator_modules
+    names = frozenset(names)
+    problems = [p for p in map(module_name_problem, sorted(names)) if p]
+    if problems:
+        raise ValueError("; ".join(problems))
+    previous, _operator_modules = _operator_modules, names
+    return previous
+
+
+def allowed_recipe_modules() -> frozenset[str]:
+    return BUILTIN_MODULES | _operator_modules
+
+
+def check_code_path(path: Any, *, field_name: str = "recipe.factory") -> tuple[str, str]:
+    """``(module, function)`` of an allowed ``module:function``; imports nothing."""
+    if not isinstance(path, str) or len(path) > MAX_CODE_PATH_CHARS:
+        raise RecipeError(
+            field_name, f"must be 'module:function' of at most {MAX_CODE_PATH_CHARS} characters"
+        )
+    module_name, sep, attr = path.partition(":")
+    if not sep or not module_name or not attr:
+        raise RecipeError(field_name, f"{path!r} is not 'module:function'")
+    if module_name not in allowed_recipe_modules():
+        raise RecipeNotAllowed(
+            field_name,
+            f"module {module_name!r} is not allowed: factories come only from the built-in modules "
+            "or a module the operator listed in DRIFTWATCH_RECIPE_MODULES",
+        )
+    if not attr.isidentifier() or attr.startswith("_"):
+        raise RecipeNotAllowed(field_name, f"{attr!r} is not a public function name (no dots, no '_' prefix)")
+    return module_name, attr
 
 
 @dataclass(frozen=True)
@@ -68,17 +127,19 @@ def builtin_recipe(task: str) -> Recipe:
 
 
 def load_factory(path: str) -> Callable[..., Any]:
-    """Import ``module:function``; RecipeError says why it cannot be used."""
-    module_name, sep, attr = path.partition(":")
-    if not sep or not module_name or not attr:
-        raise RecipeError("recipe.factory", f"{path!r} is not 'module:function'")
+    """Import an allowed ``module:function``; RecipeError says why it cannot be used."""
+    module_name, attr = check_code_path(path)
     try:
         module = importlib.import_module(module_name)
-    except Exception as exc:  # any import-time failure makes the recipe unusable
-        raise RecipeError("recipe.factory", f"cannot import {module_name!r}: {exc}") from exc
-    factory = getattr(module, attr, None)
-    if not callable(factory):
-        raise RecipeError("recipe.factory", f"{module_name!r} has no callable {attr!r}")
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # SystemExit too: an import-time failure makes the recipe unusable
+        raise RecipeError("recipe.factory", f"cannot import {module_name!r}: {exc!r}") from exc
+    # The module's own namespace, not getattr: no module __getattr__, and a name it merely
+    # imported from elsewhere (`from os import system`) is not one of its factories.
+    factory = vars(module).get(attr)
+    if not callable(factory) or getattr(factory, "__module__", None) != module_name:
+        raise RecipeError("recipe.factory", f"{module_name!r} defines no callable {attr!r}")
     return factory
 
 
@@ -102,7 +163,7 @@ def recipe_from_dict(data: Any, *, task: str) -> Recipe:
 def _check_fields(data: dict[str, Any]) -> None:
     checks: list[tuple[str, bool, str]] = [
         ("name", isinstance(data["name"], str) and bool(data["name"]), "a non-empty string"),
-        ("factory", isinstance(data["factory"], str), "'module:function'"),
+        ("factory", _allowed(data["factory"]), "'module:function'"),
         ("hyperparameters", isinstance(data["hyperparameters"], dict), "an object"),
         ("loss", data["loss"] in LOSSES[data["task"]], f"one of {LOSSES[data['task']]}"),
         ("optimizer", data["optimizer"] in OPTIMIZERS, f"one of {OPTIMIZERS}"),
@@ -116,6 +177,11 @@ def _check_fields(data: dict[str, Any]) -> None:
     for name, ok, expected in checks:
         if not ok:
             raise RecipeError(f"recipe.{name}", f"must be {expected}")
+
+
+def _allowed(value: Any) -> bool:
+    check_code_path(value)  # raises with the reason when the module is not allowed
+    return True
 
 
 def _positive(value: Any, kind: type) -> bool:

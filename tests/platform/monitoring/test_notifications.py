@@ -38,6 +38,9 @@ class Receiver:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
 
+pytestmark = pytest.mark.usefixtures("private_webhooks_allowed")
+
+
 @pytest.fixture
 def receiver() -> Iterator[Receiver]:
     r = Receiver([500])

@@ -46,6 +46,15 @@ def stored(name: str = "sea") -> dict[str, Any]:
         ({"resolve_after": 0}, "resolve_after"),
         ({"enabled": "yes"}, "enabled"),
         ({"baseline": "high"}, "baseline"),
+        ({"window_size": 2_147_483_647}, "window_size"),  # hours: every check overflowed
+        ({"window_kind": "hours", "window_size": 24 * 367}, "window_size"),
+        ({"window_kind": "samples", "window_size": 1_000_001}, "window_size"),
+        ({"check_every_minutes": 2_147_483_647}, "check_every_minutes"),
+        ({"cooldown_minutes": 2_147_483_647}, "cooldown_minutes"),
+        ({"min_samples": 2_147_483_647}, "min_samples"),
+        ({"min_labels": 2_147_483_647}, "min_labels"),
+        ({"alert_k": 101, "alert_n": 101}, "alert_n"),
+        ({"resolve_after": 2_147_483_647}, "resolve_after"),
     ],
 )
 def test_nonsense_policy_values_are_a_400_naming_the_field_and_store_nothing(
@@ -113,3 +122,16 @@ def test_reading_a_policy_never_stores_one(client_for: Callable[[str], APIClient
     response = client_for("read").get("/api/v1/models/price/policy")
     assert response.status_code == 200 and response.json()["metric"] == "mae"
     assert not MonitoringPolicy.objects.filter(model__name="price").exists()
+
+
+def test_the_largest_accepted_hours_window_still_checks(
+    client_for: Callable[[str], APIClient], db: None
+) -> None:
+    from monitoring.policy import MAX_WINDOW_HOURS
+
+    monitored_model()
+    admin = client_for("admin")
+    patch = {"window_kind": "hours", "window_size": MAX_WINDOW_HOURS}
+    assert admin.patch(POLICY, patch, format="json").status_code == 200
+    response = admin.post("/api/v1/models/sea/checks", {}, format="json")
+    assert response.status_code in (200, 201), response.json()

@@ -122,11 +122,31 @@ def test_first_version_becomes_champion_and_artifact_is_hashed(
     assert len(body["artifact_sha256"]) == 64
 
 
-def test_promoting_a_new_version_retires_the_old_champion(ingest: APIClient, churn: RegisteredModel) -> None:
-    ingest.post("/api/v1/models/churn/versions", {}, format="json")
-    ingest.post("/api/v1/models/churn/versions", {"champion": True}, format="json")
+def test_promoting_a_new_version_retires_the_old_champion(
+    client_for: Callable[[str], APIClient], churn: RegisteredModel
+) -> None:
+    admin = client_for("admin")
+    admin.post("/api/v1/models/churn/versions", {}, format="json")
+    assert admin.post("/api/v1/models/churn/versions", {"champion": True}, format="json").status_code == 201
     statuses = dict(ModelVersion.objects.filter(model=churn).values_list("version", "status"))
     assert statuses == {1: "retired", 2: "champion"}
+
+
+@pytest.mark.parametrize("form", [False, True])
+def test_an_ingest_token_cannot_crown_a_champion(
+    ingest: APIClient, churn: RegisteredModel, form: bool
+) -> None:
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    ingest.post("/api/v1/models/churn/versions", {}, format="json")
+    if form:
+        body = {"artifact": SimpleUploadedFile("model.pt", b"weights"), "champion": "true"}
+        response = ingest.post("/api/v1/models/churn/versions", body, format="multipart")
+    else:
+        response = ingest.post("/api/v1/models/churn/versions", {"champion": True}, format="json")
+    assert response.status_code == 403 and "admin-scope" in response.json()["detail"]
+    statuses = dict(ModelVersion.objects.filter(model=churn).values_list("version", "status"))
+    assert statuses == {1: "champion"}
 
 
 def test_a_later_version_stays_candidate_unless_asked(ingest: APIClient, churn: RegisteredModel) -> None:

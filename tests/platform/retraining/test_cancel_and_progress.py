@@ -98,3 +98,29 @@ def test_cancelling_twice_logs_one_request() -> None:
     job_cancel(job=job)
     job = job_cancel(job=job)
     assert job.state == JobState.RUNNING and job.log.count("cancel requested") == 1
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(DRIFTWATCH_RETRAIN_HEARTBEAT_SECONDS=0)
+def test_deleting_the_model_of_a_running_job_stops_it_at_its_next_heartbeat() -> None:
+    (device,) = devices_report(host="node-a", devices=[DeviceReport(0, "sim0", 24 * GIB, 24 * GIB, True)])
+    endless = replace(RECIPE, epochs=100_000, early_stopping_patience=0)
+    model = drifted_model(recipe=endless)
+    job = job_request(model=model, trigger="admin")
+    assert jobs_place() == 1 and reserved_bytes(device) > 0
+    outcome: list[str] = []
+
+    def train() -> None:
+        try:
+            outcome.append(job_run(job_id=job.pk))
+        finally:
+            connection.close()
+
+    worker = threading.Thread(target=train)
+    worker.start()
+    assert _watch(job.pk, until=time.monotonic() + 120) is not None
+    model.delete()  # what the admin's delete does: the job and its reservation go with it
+    worker.join(timeout=60)
+    assert not worker.is_alive(), "the worker kept training a deleted model's job"
+    assert outcome == ["missing"]
+    assert reserved_bytes(device) == 0 and not GpuPlacement.objects.filter(job_id=job.pk).exists()

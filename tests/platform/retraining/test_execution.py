@@ -1,6 +1,7 @@
 """job_run end to end in one process: data → plan → train → gate → decision."""
 
 import pytest
+from django.core.files.base import ContentFile
 from django.test import override_settings
 
 from registry.models import ModelVersion, ReferenceDataset
@@ -8,6 +9,7 @@ from retraining.execution import job_run
 from retraining.models import Decision, JobState, Promotion, RetrainJob
 from retraining.requests import job_request
 from tests.platform.retraining.factories import RECIPE, count_traces, drifted_model, retrainable_model, run
+from tests.workers.training.headers import with_header_factory
 
 pytestmark = pytest.mark.django_db
 
@@ -84,6 +86,7 @@ def test_failed_gate_rejects_the_challenger_and_keeps_the_champion() -> None:
     assert ModelVersion.objects.get(model=model, status="champion").pk == old.pk
 
 
+@override_settings(DRIFTWATCH_RECIPE_MODULES=["tests.platform.retraining.test_execution"])
 def test_a_raising_recipe_fails_the_job_with_its_traceback_and_leaves_the_champion() -> None:
     model = drifted_model()
     old = ModelVersion.objects.get(model=model, status="champion")
@@ -135,3 +138,16 @@ def test_a_rerun_of_a_claimed_job_does_nothing() -> None:
     assert job_run(job_id=job.pk) == JobState.SUCCEEDED
     job.refresh_from_db()
     assert job.log == log
+
+
+def test_a_champion_whose_header_names_a_refused_factory_fails_the_job_with_the_reason() -> None:
+    model = drifted_model()
+    old = ModelVersion.objects.get(model=model, status="champion")
+    with old.artifact.open("rb") as handle:
+        raw = with_header_factory(handle.read(), "os:system")
+    old.artifact.save("model.safetensors", ContentFile(raw), save=False)
+    ModelVersion.objects.filter(pk=old.pk).update(config={}, artifact=old.artifact.name)
+    job = run(model)
+    assert job.state == JobState.FAILED
+    assert "RecipeNotAllowed" in job.error and "'os' is not allowed" in job.error
+    assert ModelVersion.objects.get(model=model, status="champion").pk == old.pk

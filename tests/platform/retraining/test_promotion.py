@@ -63,3 +63,12 @@ def test_request_approve_and_rollback_are_audited(admin_user) -> None:
         ("retrain.promote", admin_user.username),
         ("retrain.rollback", admin_user.username),
     ]
+
+
+def test_rollback_of_a_model_that_had_no_reference_leaves_none_active(admin_user) -> None:
+    model = drifted_model(promotion=Promotion.MANUAL)
+    ReferenceDataset.objects.filter(model=model).update(is_active=False)
+    job = job_approve(job=run(model), user=admin_user)
+    assert ReferenceDataset.objects.filter(model=model, is_active=True).count() == 1  # the holdout
+    job_rollback(job=job, user=admin_user)
+    assert not ReferenceDataset.objects.filter(model=model, is_active=True).exists()

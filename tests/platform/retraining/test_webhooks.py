@@ -11,7 +11,7 @@ from retraining.webhooks import webhook_deliver
 from tests.platform.monitoring.test_notifications import Receiver
 from tests.platform.retraining.factories import drifted_model, run
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("private_webhooks_allowed")]
 
 
 @pytest.fixture

@@ -7,6 +7,8 @@ from monitoring.notify import MAX_ATTEMPTS, TransientDeliveryError
 from tests.platform.monitoring.test_notifications import Receiver, open_alert
 from workers.tasks.monitoring import deliver_notification
 
+pytestmark = pytest.mark.usefixtures("private_webhooks_allowed")
+
 
 @pytest.mark.django_db
 def test_a_failing_webhook_is_retried_by_celery_until_max_retries() -> None:

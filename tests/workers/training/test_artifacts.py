@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 import torch
 
+from tests.workers.training.headers import with_header_factory
 from workers.training import engine
 from workers.training.artifacts import ArtifactError, Predictor, bundle_from_bytes, bundle_to_bytes
-from workers.training.recipes import Recipe
+from workers.training.recipes import Recipe, RecipeError, RecipeNotAllowed
 from workers.training.tabular import TabularClassifier, train_tabular_classifier
 
 
@@ -87,3 +88,25 @@ def test_first_demo_artifacts_still_load(churn) -> None:
                                    "contract": "categorical"}, classes=["stay", "churn"], epochs=1)  # fmt: skip
     predictor = Predictor.from_bytes(clf.to_bytes())
     assert predictor.predict(frame)[0] == TabularClassifier.from_bytes(clf.to_bytes()).predict(frame)
+
+
+@pytest.mark.parametrize("factory", ["os:system", "logging.config:fileConfig", "unittest.__main__:main"])
+def test_predictor_refuses_an_artifact_whose_header_names_a_module_outside_the_allow_list(
+    fast_recipe, churn_schema, churn, factory: str
+) -> None:
+    raw = with_header_factory(_trained_bytes(fast_recipe, churn_schema, churn), factory)
+    with pytest.raises(RecipeNotAllowed, match="DRIFTWATCH_RECIPE_MODULES"):
+        Predictor.from_bytes(raw)
+
+
+def test_a_factory_raising_systemexit_is_a_recipe_error(
+    fast_recipe, churn_schema, churn, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, allow_recipe_modules
+) -> None:
+    (tmp_path / "exits_in_factory_probe.py").write_text("def build(schema, hp):\n    raise SystemExit(4)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    allow_recipe_modules("exits_in_factory_probe")
+    raw = with_header_factory(
+        _trained_bytes(fast_recipe, churn_schema, churn), "exits_in_factory_probe:build"
+    )
+    with pytest.raises(RecipeError, match="raised SystemExit"):
+        Predictor.from_bytes(raw)

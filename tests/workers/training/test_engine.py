@@ -106,9 +106,12 @@ def test_regression_recipe_beats_predicting_the_mean(regression_data) -> None:
     assert proba is None and mae < 0.5 * np.mean(np.abs(np.asarray(target) - np.mean(target)))
 
 
-def test_raising_factory_is_reported_as_a_recipe_error(fast_recipe, churn_schema, churn) -> None:
+def test_raising_factory_is_reported_as_a_recipe_error(
+    fast_recipe, churn_schema, churn, allow_recipe_modules
+) -> None:
     from workers.training.recipes import RecipeError
 
+    allow_recipe_modules("tests.workers.training.test_engine")
     with pytest.raises(RecipeError, match="ZeroDivisionError"):
         _train(
             replace(fast_recipe, factory="tests.workers.training.test_engine:broken_factory"),
