@@ -77,9 +77,10 @@ class RecordingRows(TensorRows):
 
 
 def test_a_dict_of_tensors_adapter_is_planned_trained_saved_and_served(
-    monkeypatch, fast_recipe, churn_schema, churn
+    monkeypatch, fast_recipe, churn_schema, churn, allow_recipe_modules
 ) -> None:
     monkeypatch.setitem(ADAPTERS, SplitAdapter.kind, SplitAdapter)
+    allow_recipe_modules("tests.workers.training.test_protocols")
     recipe = replace(fast_recipe, factory="tests.workers.training.test_protocols:two_input_factory")
     frame, labels = churn
     prepared = engine.prepare(recipe, churn_schema, frame, labels, adapter=SplitAdapter.kind)
