@@ -9,9 +9,10 @@ from django.utils import timezone
 
 from monitoring.checks import quality_check_run
 from monitoring.models import MonitoringPolicy, QualityCheck
-from monitoring.reference import reference_state
+from monitoring.reference import _load, reference_state
 from monitoring.services import labels_ingest, policy_ensure, predictions_ingest
 from monitoring.window import scheduled_window
+from registry.models import ReferenceDataset, RegisteredModel
 from registry.services import model_register, reference_upload
 from workers.drift.estimation import estimate_accuracy
 
@@ -34,8 +35,7 @@ def thresholded_rows(n: int, *, seed: int, x_mean: float) -> list[dict[str, Any]
     ]
 
 
-@pytest.mark.django_db
-def test_a_check_estimates_the_accuracy_of_the_logged_predictions_not_of_the_argmax() -> None:
+def register_loan() -> RegisteredModel:
     model = model_register(
         data={
             "name": "loan",
@@ -45,6 +45,24 @@ def test_a_check_estimates_the_accuracy_of_the_logged_predictions_not_of_the_arg
         }
     )
     reference_upload(model=model, rows=thresholded_rows(6000, seed=1, x_mean=0.0))
+    return model
+
+
+@pytest.mark.django_db
+def test_a_calibration_stored_before_logged_predictions_counted_is_refitted_with_its_threshold() -> None:
+    model = register_loan()
+    assert reference_state(model=model) is not None  # prepares and stores the calibration
+    argmax_era = {"edges": [0.6, 0.8], "accuracy": [0.6, 0.7, 0.9], "counts": [2000.0, 2000.0, 2000.0]}
+    ReferenceDataset.objects.filter(model=model).update(calibrator=argmax_era)
+    _load.cache_clear()
+    state = reference_state(model=model)
+    assert state is not None and state.calibrator is not None
+    assert state.calibrator.threshold == pytest.approx(THRESHOLD, abs=0.01)
+
+
+@pytest.mark.django_db
+def test_a_check_estimates_the_accuracy_of_the_logged_predictions_not_of_the_argmax() -> None:
+    model = register_loan()
     policy = policy_ensure(model=model)
     MonitoringPolicy.objects.filter(pk=policy.pk).update(
         window_kind="samples", window_size=3000, min_samples=200, min_labels=200, cooldown_minutes=0
