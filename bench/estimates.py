@@ -1,8 +1,11 @@
-"""Label-free regression estimate (DLE) and multivariate drift (PCA reconstruction), measured.
+"""Label-free estimates (CBPE accuracy, DLE MAE) and multivariate drift (PCA reconstruction), measured.
 
     python bench/estimates.py            # 5 seeds
     python bench/estimates.py --seeds 3
 
+CBPE: a binary model that predicts 1 only when p >= 0.65 (as NannyML's car-loan model), reference
+20,000 rows, 20 chunks of 5,000 shifted by -0.5 .. 0.5 sd: mean |estimate - realised accuracy| of
+the logged predictions, scoring the logged predictions and (what was scored before) the argmax.
 DLE: a regressor that is exact for x < 0 and increasingly wrong above (heteroscedastic error),
 reference at x ~ N(0, 1), windows of 1,000 rows shifted by 0 .. 1.5 sd: the estimated MAE beside
 the realised MAE. Multivariate: two features whose correlation flips from +0.9 to -0.9 while
@@ -23,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from workers.drift import data_drift  # noqa: E402
 from workers.drift.dle import estimate_mae, fit_loss_estimator  # noqa: E402
+from workers.drift.estimation import estimate_accuracy, fit_confidence_calibrator  # noqa: E402
 from workers.drift.multivariate import fit_pca_drift, multivariate_drift  # noqa: E402
 
 SHIFTS = (0.0, 0.5, 1.0, 1.5)
@@ -47,6 +51,33 @@ def correlated_frame(n: int, seed: int, correlation: float) -> pd.DataFrame:
     b = correlation * a + np.sqrt(1 - correlation**2) * rng.normal(0, 1, n)
     segment = rng.choice(["x", "y", "z"], n, p=[0.5, 0.3, 0.2])
     return pd.DataFrame({"a": a, "b": b, "c": rng.normal(0, 1, n), "segment": segment})
+
+
+def thresholded(rng: np.random.Generator, n: int, x_mean: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    x = rng.normal(x_mean, 1.0, n)
+    labels = (rng.random(n) < 1 / (1 + np.exp(-2 * x))).astype(int)
+    p1 = 1 / (1 + np.exp(-3 * x))  # overconfident, and thresholded at 0.65
+    return np.column_stack([1 - p1, p1]), labels, (p1 >= 0.65).astype(int)
+
+
+def run_cbpe(seeds: list[int]) -> bool:
+    print("== CBPE: estimated vs realised accuracy of the logged predictions, 20 chunks of 5,000 rows")
+    errors: dict[str, list[float]] = {"logged": [], "argmax": []}
+    for seed in seeds:
+        rng = np.random.default_rng(seed)
+        proba, labels, predicted = thresholded(rng, 20_000, 0.0)
+        calibrator = fit_confidence_calibrator(proba, labels, [0, 1], reference_predictions=predicted)
+        for shift in np.linspace(-0.5, 0.5, 20):
+            proba, labels, predicted = thresholded(rng, 5000, float(shift))
+            realised = float(np.mean(predicted == labels))
+            for name, scored in (("logged", predicted), ("argmax", proba.argmax(axis=1))):
+                errors[name].append(estimate_accuracy(calibrator, proba, scored)[0] - realised)
+    for name, values in errors.items():
+        e = np.array(values)
+        print(f"scoring {name:>6}: mean error {e.mean():+.5f}  mean |error| {np.abs(e).mean():.5f}")
+    ok = abs(float(np.mean(errors["logged"]))) <= 0.002
+    print(f"target: |bias| of the logged-prediction estimate <= 0.002: {'MET' if ok else 'NOT MET'}\n")
+    return ok
 
 
 def run_dle(seeds: list[int]) -> bool:
@@ -120,7 +151,8 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5)
     args = parser.parse_args()
     seeds = list(range(args.seeds))
-    ok = run_dle(seeds)
+    ok = run_cbpe(seeds)
+    ok = run_dle(seeds) and ok
     ok = run_multivariate(seeds) and ok
     sys.exit(0 if ok else 1)
 

@@ -361,7 +361,7 @@ def _estimate(
     proba = probability_matrix(frame, list(model.classes))
     if proba is None:
         return _unavailable("not every sample in the window logged its probabilities")
-    value, low, high = estimate_accuracy(reference.calibrator, proba)
+    value, low, high = estimate_accuracy(reference.calibrator, proba, frame.get(PREDICTION))
     return {"metric": "accuracy", "value": value, "ci": [low, high], "method": "CBPE (calibrated confidence)"}
 
 

@@ -5,7 +5,6 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import pandas as pd
 from django.core.files.base import ContentFile
 
@@ -14,7 +13,7 @@ from registry.models import ReferenceDataset, RegisteredModel
 from registry.reference import LABEL, PREDICTION
 from workers.drift import ReferenceSummary, summarize_reference
 from workers.drift.dle import LossEstimator, fit_loss_estimator
-from workers.drift.estimation import ConfidenceCalibrator, calibration_problem, fit_confidence_calibrator
+from workers.drift.estimation import ClassCalibrator, calibration_problem, fit_confidence_calibrator
 from workers.drift.multivariate import PcaDrift, fit_pca_drift
 from workers.drift.quality import classification_metrics, regression_metrics
 from workers.features import ColumnType, check_column_types, prediction_type
@@ -25,7 +24,7 @@ class ReferenceState:
     reference_id: int
     rows: int
     summary: ReferenceSummary
-    calibrator: ConfidenceCalibrator | None
+    calibrator: ClassCalibrator | None
     baseline: dict[str, Any]
     estimate_unavailable: str | None = None  # why the reference cannot support an estimate
     loss_estimator: LossEstimator | None = None  # regressors: DLE's model of the absolute error
@@ -63,14 +62,17 @@ def _load(reference_id: int, summary_name: str) -> ReferenceState:
     reference = ReferenceDataset.objects.get(pk=reference_id)
     with reference.summary.open("rb") as handle:
         summary = ReferenceSummary.from_bytes(handle.read())
-    stored = reference.calibrator or {}
-    calibrator = ConfidenceCalibrator.from_dict(stored) if "edges" in stored else None
-    unavailable = stored.get("unavailable")
-    if calibrator is not None and np.ptp(calibrator.accuracy) == 0:
-        # Fitted before degenerate references were refused: a constant map estimates a constant.
-        calibrator, unavailable = None, "the calibration maps every confidence to one value"
     frame = _frame(reference)
     model = reference.model
+    stored = reference.calibrator or {}
+    if "edges" in stored:
+        # Stored before per-class calibration (it scored the argmax): refit from the rows.
+        stored = _calibration(model, frame) or {}
+    calibrator = ClassCalibrator.from_dict(stored) if "maps" in stored else None
+    unavailable = stored.get("unavailable")
+    if calibrator is not None and calibrator.is_constant:
+        # Fitted before degenerate references were refused: a constant map estimates a constant.
+        calibrator, unavailable = None, "the calibration maps every confidence to one value"
     return ReferenceState(
         reference.pk,
         reference.rows,
@@ -101,15 +103,23 @@ def _reference_prepare(reference: ReferenceDataset) -> None:
     summary = summarize_reference(frame, drift_columns(model, frame))
     reference.summary.save(f"summary-{reference.pk}.bin", ContentFile(summary.to_bytes()), save=False)
     reference.baseline_metrics = _baseline(model, frame)
-    proba = probability_matrix(frame, list(model.classes)) if model.is_classification else None
-    if proba is not None and frame[LABEL].notna().all():
-        problem = calibration_problem(proba, frame[LABEL], model.classes)
-        reference.calibrator = (
-            {"unavailable": problem}
-            if problem
-            else fit_confidence_calibrator(proba, frame[LABEL], model.classes).to_dict()
-        )
+    calibration = _calibration(model, frame)
+    if calibration is not None:
+        reference.calibrator = calibration
     reference.save(update_fields=["summary", "baseline_metrics", "calibrator"])
+
+
+def _calibration(model: RegisteredModel, frame: pd.DataFrame) -> dict[str, Any] | None:
+    """CBPE's per-class calibration and decision rule (or why not), None without probabilities."""
+    proba = probability_matrix(frame, list(model.classes)) if model.is_classification else None
+    if proba is None or not frame[LABEL].notna().all():
+        return None
+    predictions = frame[PREDICTION] if PREDICTION in frame.columns else None
+    problem = calibration_problem(proba, frame[LABEL], model.classes, predictions)
+    if problem:
+        return {"unavailable": problem}
+    fitted = fit_confidence_calibrator(proba, frame[LABEL], model.classes, reference_predictions=predictions)
+    return fitted.to_dict()
 
 
 def _baseline(model: RegisteredModel, frame: pd.DataFrame) -> dict[str, Any]:

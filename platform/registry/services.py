@@ -174,7 +174,7 @@ def reference_warnings(*, model: RegisteredModel, reference: ReferenceDataset) -
     proba = frame[columns].to_numpy(dtype="float64")
     if np.isnan(proba).any() or frame[LABEL].isna().any():
         return []
-    problem = calibration_problem(proba, frame[LABEL], model.classes)
+    problem = calibration_problem(proba, frame[LABEL], model.classes, frame[PREDICTION])
     return [f"label-free accuracy estimate unavailable: {problem}"] if problem else []
 
 

@@ -21,6 +21,7 @@ from workers.drift.engine import (
     prediction_drift,
 )
 from workers.drift.estimation import (
+    ClassCalibrator,
     ConfidenceCalibrator,
     calibration_problem,
     estimate_accuracy,
@@ -31,6 +32,7 @@ from workers.drift.quality import classification_metrics, label_stats, regressio
 from workers.drift.summary import ReferenceSummary, summarize_reference
 
 __all__ = [
+    "ClassCalibrator",
     "ColumnDrift",
     "ConfidenceCalibrator",
     "DriftResult",

@@ -1,9 +1,13 @@
 """Label-free accuracy estimate (confidence-based performance estimation, as NannyML's CBPE).
 
-The model's top-class confidence is mapped to a probability of being right by a calibrator
-fitted on the labelled reference set; the expected accuracy of a window is the mean of those
-calibrated probabilities. It stays valid under covariate shift as long as P(correct |
-confidence) does not change — the shift moves rows along the confidence axis, not the mapping.
+Each class's predicted probability is calibrated on the labelled reference set (one-vs-rest
+histogram + isotonic maps, renormalised per row). The expected accuracy of a logged prediction
+ŷ is the calibrated probability of the class ŷ — not of the argmax, which a model with a
+decision threshold (p ≥ 0.65) does not predict — and a window's expected accuracy is their
+mean. Rows without a logged prediction use the decision rule learned from the reference
+(binary: the threshold on p(positive) that best reproduces its logged predictions; multiclass:
+the argmax). It stays valid under covariate shift as long as P(class | probability) does not
+change — the shift moves rows along the probability axis, not the mapping.
 """
 
 from __future__ import annotations
@@ -21,14 +25,15 @@ DEFAULT_BINS = 20  # equal-frequency bins: ~n/20 reference rows each, enough for
 # Fewer right (or wrong) reference predictions than this leave the calibrator nothing to learn:
 # with no errors every confidence maps to 1.0 and the estimate can never fall.
 MIN_OUTCOMES = 10
+ARGMAX_THRESHOLD = 0.5  # binary rule when the reference logged no predictions
 
 
 @dataclass(frozen=True)
 class ConfidenceCalibrator:
-    """Piecewise-constant, monotone map from top-class confidence to P(prediction correct)."""
+    """Piecewise-constant, monotone map from one probability to the rate it predicts."""
 
     edges: np.ndarray  # inner bin edges (len(bins) - 1), ascending
-    accuracy: np.ndarray  # calibrated P(correct) per bin, non-decreasing
+    accuracy: np.ndarray  # calibrated rate per bin, non-decreasing
     counts: np.ndarray  # reference rows per bin (after pooling)
 
     def predict(self, confidence: np.ndarray) -> np.ndarray:
@@ -53,6 +58,45 @@ class ConfidenceCalibrator:
         )
 
 
+@dataclass(frozen=True)
+class ClassCalibrator:
+    """One calibration map per class (P(y = k | p_k)) and the reference's decision rule."""
+
+    classes: tuple[Any, ...]
+    maps: tuple[ConfidenceCalibrator, ...]
+    threshold: float  # binary: predict classes[1] when p(classes[1]) >= threshold
+
+    @property
+    def is_constant(self) -> bool:
+        """Every probability maps to one value: the estimate would read a constant."""
+        return all(np.ptp(m.accuracy) == 0 for m in self.maps)
+
+    def calibrated(self, probabilities: np.ndarray) -> np.ndarray:
+        """n × k calibrated class probabilities, each row summing to one."""
+        matrix = np.column_stack([m.predict(probabilities[:, k]) for k, m in enumerate(self.maps)])
+        total = matrix.sum(axis=1, keepdims=True)
+        # A row every map calls impossible keeps its raw probabilities rather than divide by 0.
+        return np.where(total > 0, matrix / np.where(total > 0, total, 1), probabilities)
+
+    def decide(self, probabilities: np.ndarray) -> np.ndarray:
+        """Class codes the reference's decision rule gives (for rows without a logged one)."""
+        if len(self.classes) == 2:
+            return (probabilities[:, 1] >= self.threshold).astype(np.int64)
+        return probabilities.argmax(axis=1).astype(np.int64)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "classes": list(self.classes),
+            "maps": [m.to_dict() for m in self.maps],
+            "threshold": self.threshold,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ClassCalibrator:
+        maps = tuple(ConfidenceCalibrator.from_dict(m) for m in data["maps"])
+        return cls(tuple(data["classes"]), maps, float(data["threshold"]))
+
+
 def _pool_adjacent_violators(rates: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """Isotonic (non-decreasing) fit of per-bin rates; loops over bins (~20), not rows."""
     blocks: list[list[float]] = []  # [rate, weight, n_bins]
@@ -65,24 +109,64 @@ def _pool_adjacent_violators(rates: np.ndarray, weights: np.ndarray) -> np.ndarr
     return np.concatenate([np.full(int(n), r) for r, _, n in blocks])
 
 
-def _confidence_and_correct(
-    probabilities: Any, labels: Any, classes: Sequence[Any]
-) -> tuple[np.ndarray, np.ndarray]:
-    matrix = np.asarray(probabilities, dtype="float64")
+def _label_codes(labels: Any, classes: Sequence[Any]) -> np.ndarray:
     codes = pd.Categorical(np.asarray(labels, dtype=object), categories=list(classes)).codes
     if (codes < 0).any():
         raise ValueError("reference labels hold values outside classes")
-    return matrix.max(axis=1), matrix.argmax(axis=1) == codes
+    return codes.astype(np.int64)
 
 
-def calibration_problem(probabilities: Any, labels: Any, classes: Sequence[Any]) -> str | None:
-    """Why a reference cannot calibrate confidence (None when it can).
+def prediction_codes(predictions: Any, classes: Sequence[Any], n: int) -> np.ndarray:
+    """Logged predictions as class codes; -1 where a row has none (or one outside classes)."""
+    if predictions is None:
+        return np.full(n, -1, dtype=np.int64)
+    values = pd.Series(np.asarray(predictions, dtype=object)).where(lambda s: s.notna(), None)
+    return pd.Categorical(values.to_numpy(dtype=object), categories=list(classes)).codes.astype(np.int64)
 
-    CBPE learns P(correct | confidence) from the reference's right and wrong predictions; a
-    reference with one class of outcome, or too few of either, yields a degenerate map (all
-    1.0 when every prediction was right), so the estimate would read a constant.
+
+def learn_threshold(probabilities: np.ndarray, predicted: np.ndarray) -> float:
+    """The threshold on p(classes[1]) that best reproduces the logged binary predictions.
+
+    Rule: predict 1 when p >= t. Every distinct p is a candidate; agreement at each is counted
+    with cumulative sums (O(n log n)). Ties keep the candidate nearest the argmax rule (0.5).
     """
-    _, correct = _confidence_and_correct(probabilities, labels, classes)
+    logged = predicted >= 0
+    if not logged.any():
+        return ARGMAX_THRESHOLD
+    p, ones = probabilities[logged, 1], predicted[logged] == 1
+    order = np.argsort(p, kind="stable")
+    p, ones = p[order], ones[order]
+    starts = np.flatnonzero(np.r_[True, p[1:] != p[:-1]])  # first row of each distinct p
+    zeros_below = np.cumsum(np.r_[0, ~ones])[starts]
+    ones_from = ones.sum() - np.cumsum(np.r_[0, ones])[starts]
+    candidates = np.r_[p[starts], np.inf]  # t = inf: predict 0 everywhere
+    agree = np.r_[zeros_below + ones_from, (~ones).sum()]
+    best = np.flatnonzero(agree == agree.max())
+    chosen = candidates[best[np.argmin(np.abs(candidates[best] - ARGMAX_THRESHOLD))]]
+    # Midway between the chosen p and the one below: the learned rule does not sit on a row.
+    if not np.isfinite(chosen):  # JSON holds no infinity: just above every reference p
+        return float(np.nextafter(p.max(), np.inf))
+    below = p[p < chosen]
+    return float((chosen + below.max()) / 2 if below.size else chosen)
+
+
+def _predicted(probabilities: np.ndarray, predictions: Any, rule: ClassCalibrator) -> np.ndarray:
+    codes = prediction_codes(predictions, rule.classes, probabilities.shape[0])
+    return np.where(codes >= 0, codes, rule.decide(probabilities))
+
+
+def calibration_problem(
+    probabilities: Any, labels: Any, classes: Sequence[Any], predictions: Any | None = None
+) -> str | None:
+    """Why a reference cannot calibrate its probabilities (None when it can).
+
+    CBPE learns P(class | probability) from the reference's right and wrong predictions (the
+    logged ones, else the argmax); a reference with one class of outcome, or too few of either,
+    yields a degenerate map (1.0 when every prediction was right): the estimate reads a constant.
+    """
+    matrix = np.asarray(probabilities, dtype="float64")
+    codes = prediction_codes(predictions, classes, matrix.shape[0])
+    correct = np.where(codes >= 0, codes, matrix.argmax(axis=1)) == _label_codes(labels, classes)
     wrong, right = int((~correct).sum()), int(correct.sum())
     if wrong == 0 or right == 0:
         which = "right" if wrong == 0 else "wrong"
@@ -94,52 +178,71 @@ def calibration_problem(probabilities: Any, labels: Any, classes: Sequence[Any])
     return None
 
 
-def fit_confidence_calibrator(
-    reference_probabilities: Any,
-    reference_labels: Any,
-    classes: Sequence[Any],
-    *,
-    bins: int = DEFAULT_BINS,
-) -> ConfidenceCalibrator:
-    """Fit P(correct | top-class confidence) on the labelled reference set.
-
-    Equal-frequency bins of confidence, per-bin accuracy, then pooled to be monotone
-    (histogram + isotonic calibration). Predicted class = argmax of the probabilities.
-    """
-    confidence, correct = _confidence_and_correct(reference_probabilities, reference_labels, classes)
-    inner = np.unique(np.quantile(confidence, np.linspace(0, 1, bins + 1)[1:-1]))
-    index = np.searchsorted(inner, confidence, side="right")
+def _fit_map(values: np.ndarray, hits: np.ndarray, bins: int) -> ConfidenceCalibrator:
+    """Equal-frequency bins of ``values``, the rate of ``hits`` per bin, pooled to be monotone."""
+    inner = np.unique(np.quantile(values, np.linspace(0, 1, bins + 1)[1:-1]))
+    index = np.searchsorted(inner, values, side="right")
     counts = np.bincount(index, minlength=inner.size + 1).astype("float64")
-    hits = np.bincount(index, weights=correct, minlength=inner.size + 1)
+    rate_hits = np.bincount(index, weights=hits, minlength=inner.size + 1)
     keep = counts > 0
-    rates = _pool_adjacent_violators(hits[keep] / counts[keep], counts[keep])
+    rates = _pool_adjacent_violators(rate_hits[keep] / counts[keep], counts[keep])
     # Drop edges of empty bins so every remaining bin has reference rows behind it.
     kept_edges = inner[keep[1:]] if keep[0] else inner[keep[1:]][1:]
     return ConfidenceCalibrator(kept_edges, rates, counts[keep])
 
 
-def estimate_accuracy(
-    calibrator: ConfidenceCalibrator, current_probabilities: Any
-) -> tuple[float, float, float]:
-    """Estimated accuracy of a window from its probabilities alone: (estimate, ci_low, ci_high).
+def fit_confidence_calibrator(
+    reference_probabilities: Any,
+    reference_labels: Any,
+    classes: Sequence[Any],
+    *,
+    reference_predictions: Any | None = None,
+    bins: int = DEFAULT_BINS,
+) -> ClassCalibrator:
+    """Fit P(y = k | p_k) per class on the labelled reference set, and its decision rule.
 
-    The 95% interval combines the spread of the realised accuracy around its expectation
-    (sum of Bernoulli variances) with the calibrator's own binomial error per bin.
+    The maps do not depend on the predictions; ``reference_predictions`` (the logged ones,
+    missing allowed) only teach the binary threshold used for window rows without one.
+    """
+    matrix = np.asarray(reference_probabilities, dtype="float64")
+    labels = _label_codes(reference_labels, classes)
+    maps = tuple(_fit_map(matrix[:, k], labels == k, bins) for k in range(len(classes)))
+    logged = prediction_codes(reference_predictions, classes, matrix.shape[0])
+    binary = len(classes) == 2
+    threshold = learn_threshold(matrix, logged) if binary else ARGMAX_THRESHOLD
+    return ClassCalibrator(tuple(classes), maps, threshold)
+
+
+def estimate_accuracy(
+    calibrator: ClassCalibrator, current_probabilities: Any, predictions: Any | None = None
+) -> tuple[float, float, float]:
+    """Estimated accuracy of the window's logged predictions: (estimate, ci_low, ci_high).
+
+    Each row's expected correctness is the calibrated probability of its logged class (the
+    reference's decision rule where none is logged). The 95% interval combines the spread of
+    the realised accuracy around its expectation (sum of Bernoulli variances) with each map's
+    binomial error per bin.
     """
     matrix = np.asarray(current_probabilities, dtype="float64")
     if matrix.shape[0] == 0:
         raise ValueError("no probabilities in the window")
-    bins = calibrator._bins(matrix.max(axis=1))
-    p_correct = calibrator.accuracy[bins]
-    n = p_correct.size
+    n = matrix.shape[0]
+    predicted = _predicted(matrix, predictions, calibrator)
+    p_correct = calibrator.calibrated(matrix)[np.arange(n), predicted]
     estimate = float(p_correct.mean())
     sampling = float(np.sum(p_correct * (1 - p_correct))) / n**2
-    share = np.bincount(bins, minlength=calibrator.accuracy.size) / n
-    calibration = float(
-        np.sum(share**2 * calibrator.accuracy * (1 - calibrator.accuracy) / calibrator.counts)
-    )
-    half = Z_95 * np.sqrt(sampling + calibration)
+    half = Z_95 * np.sqrt(sampling + _calibration_variance(calibrator, matrix, predicted))
     return estimate, max(0.0, estimate - half), min(1.0, estimate + half)
+
+
+def _calibration_variance(calibrator: ClassCalibrator, matrix: np.ndarray, predicted: np.ndarray) -> float:
+    """Variance the maps' own per-bin rates add: rows of class k share map k's bin errors."""
+    total = 0.0
+    for k, m in enumerate(calibrator.maps):
+        bins = m._bins(matrix[predicted == k, k])
+        share = np.bincount(bins, minlength=m.accuracy.size) / matrix.shape[0]
+        total += float(np.sum(share**2 * m.accuracy * (1 - m.accuracy) / m.counts))
+    return total
 
 
 def estimation_error(estimate: tuple[float, float, float], realised_accuracy: float) -> dict[str, Any]:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from workers.drift.estimation import (
-    ConfidenceCalibrator,
+    ClassCalibrator,
     calibration_problem,
     estimate_accuracy,
     estimation_error,
@@ -42,8 +42,8 @@ def test_calibrated_estimate_tracks_realised_accuracy_under_covariate_shift() ->
 def test_calibrator_is_monotone_and_round_trips() -> None:
     rng = np.random.default_rng(1)
     calibrator = fit_confidence_calibrator(*_sample(rng, 5000, 0.0), classes=[0, 1])
-    assert np.all(np.diff(calibrator.accuracy) >= 0)
-    restored = ConfidenceCalibrator.from_dict(calibrator.to_dict())
+    assert all(np.all(np.diff(m.accuracy) >= 0) for m in calibrator.maps)
+    restored = ClassCalibrator.from_dict(calibrator.to_dict())
     probabilities, _ = _sample(rng, 1000, 0.5)
     assert estimate_accuracy(restored, probabilities) == estimate_accuracy(calibrator, probabilities)
 
