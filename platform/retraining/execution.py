@@ -131,12 +131,12 @@ def _device() -> str:
 
 def _budget(device: str) -> int:
 
-    configured = getattr(settings, "DRIFTWATCH_RETRAIN_BUDGET_BYTES", None)
+    configured = settings.DRIFTWATCH_RETRAIN_BUDGET_BYTES
     return int(configured) if configured else available_memory_bytes(device)
 
 
 def _plan(job: RetrainJob, recipe: Recipe, prepared: engine.Prepared, budget: int) -> engine.TrainingPlan:
-    margin = float(getattr(settings, "DRIFTWATCH_RETRAIN_MARGIN", 0.10))
+    margin = settings.DRIFTWATCH_RETRAIN_MARGIN
     plan = engine.plan_training(recipe, prepared, budget_bytes=budget, device=_device(), margin=margin)
     RetrainJob.objects.filter(pk=job.pk).update(
         plan=plan.to_dict(), estimated_peak_bytes=plan.estimated_bytes
@@ -158,7 +158,7 @@ def _train(
     plan: engine.TrainingPlan,
 ) -> engine.TrainingResult:
     """Train; an OOM is recorded with its plan, re-planned smaller and retried once."""
-    cap = placement_cap(job.pk) or getattr(settings, "DRIFTWATCH_RETRAIN_MEMORY_CAP_BYTES", None)
+    cap = placement_cap(job.pk) or settings.DRIFTWATCH_RETRAIN_MEMORY_CAP_BYTES
     watch = _Watch(job.pk)
     for attempt in range(2):
         try:
@@ -205,7 +205,7 @@ class _Watch:
 
     def __init__(self, job_id: int) -> None:
         self.job_id = job_id
-        self.every = float(getattr(settings, "DRIFTWATCH_RETRAIN_HEARTBEAT_SECONDS", 5))
+        self.every = float(settings.DRIFTWATCH_RETRAIN_HEARTBEAT_SECONDS)
         self.last = 0.0
         self.epochs = 0
         self.history: list[list[float | None]] = []

@@ -43,11 +43,11 @@ logger = logging.getLogger(__name__)
 
 
 def _margin() -> float:
-    return float(getattr(settings, "DRIFTWATCH_RETRAIN_MARGIN", 0.10))
+    return float(settings.DRIFTWATCH_RETRAIN_MARGIN)
 
 
 def _max_skips() -> int:
-    return int(getattr(settings, "DRIFTWATCH_GPU_MAX_SKIPS", 3))
+    return int(settings.DRIFTWATCH_GPU_MAX_SKIPS)
 
 
 # -- requests ------------------------------------------------------------------------------------
