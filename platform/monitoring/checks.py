@@ -8,7 +8,7 @@ import logging
 import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 from django.conf import settings
@@ -41,8 +41,8 @@ from workers.drift.multivariate import multivariate_drift
 from workers.drift.quality import Metrics, classification_metrics, label_stats, regression_metrics
 from workers.drift.result import (
     CheckResultDict,
-    DataQualityDict,
     EstimatedDict,
+    Measures,
     RealisedDict,
     VersionMetricsDict,
     estimate_read,
@@ -229,31 +229,42 @@ def check_compute(
     frame = window.frame
     enough = len(frame) >= policy.min_samples
     realised = _realised(model, policy, frame)
-    out: CheckResultDict = {
-        "n_samples": int(len(frame)),
-        **realised,
+    measures: Measures = {
+        "metrics": realised["metrics"],
         "estimated": _estimate(model, frame, reference) if enough else {},
         "drift": {},
         "prediction_drift": {},
         "data_quality": {},
-        "decisions": {},  # type: ignore[typeddict-item]  # made below, from the measures
     }
+    distributions: dict[str, DistributionDict] | None = None
     if reference is not None and len(frame):
         columns = {n: t for n, t in drift_columns(model, frame).items() if n in reference.summary.columns}
         features = {n: t for n, t in columns.items() if n != PREDICTION}
-        quality: DataQualityDict = data_quality(frame, features, categories=reference.summary.categories())  # type: ignore[assignment]  # the engine's dict[str, Any]
-        out["data_quality"] = quality
+        measures["data_quality"] = data_quality(frame, features, categories=reference.summary.categories())
         if enough:
             drift = data_drift(reference.summary, frame, features, drift_share=policy.drift_share).to_dict()
             if reference.multivariate is not None:
                 drift["multivariate"] = multivariate_drift(reference.multivariate, frame)
-            out["drift"] = drift
+            measures["drift"] = drift
             if PREDICTION in columns:
                 pred = data_drift(reference.summary, frame, {PREDICTION: columns[PREDICTION]})
-                out["prediction_drift"] = pred.columns[PREDICTION].to_dict()
-            out["distributions"] = _distributions(reference, frame, columns)
-    _pair_estimate(out["estimated"], out["metrics"])
-    out["decisions"] = decisions_make(out, thresholds_for(policy, reference), enough=enough)
+                measures["prediction_drift"] = pred.columns[PREDICTION].to_dict()
+            distributions = _distributions(reference, frame, columns)
+    _pair_estimate(measures["estimated"], measures["metrics"])
+    out: CheckResultDict = {
+        "n_samples": int(len(frame)),
+        "n_labelled": realised["n_labelled"],
+        "labels": realised["labels"],
+        "metrics": measures["metrics"],
+        "per_version": realised["per_version"],
+        "estimated": measures["estimated"],
+        "drift": measures["drift"],
+        "prediction_drift": measures["prediction_drift"],
+        "data_quality": measures["data_quality"],
+        "decisions": decisions_make(measures, thresholds_for(policy, reference), enough=enough),
+    }
+    if distributions is not None:
+        out["distributions"] = distributions
     return out
 
 
@@ -313,7 +324,7 @@ def check_labels_refresh(*, check: QualityCheck) -> bool:
         return False
     loaded = window_load(model=model, start=window.start, end=window.end, last_n=window.last_n)
     realised = _realised(model, policy_for(model), loaded.frame)
-    estimated: EstimatedDict = {**check.estimated}
+    estimated = cast(EstimatedDict, dict(check.estimated))  # as the engine stored it
     _pair_estimate(estimated, realised["metrics"])
     fields = {**realised, "estimated": estimated, "labels_refreshed_at": timezone.now()}
     return QualityCheck.objects.filter(pk=check.pk, state=CheckState.DONE).update(**fields) == 1

@@ -48,7 +48,7 @@ def metric_hook_add(hook: MetricHook) -> None:
 
 
 def backoff_seconds(retries: int, base: float = BACKOFF_SECONDS) -> float:
-    return min(base * 2**retries, BACKOFF_MAX_SECONDS)
+    return min(base * 2.0**retries, BACKOFF_MAX_SECONDS)
 
 
 def _emit(event: TaskEvent) -> None:

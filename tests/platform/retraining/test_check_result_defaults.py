@@ -35,9 +35,7 @@ def _served(model: RegisteredModel, n: int, *, start: datetime, prefix: str) -> 
     labels_ingest(model=model, body={"labels": labels})
 
 
-def _checked(
-    model: RegisteredModel, *, start: datetime, decisions: dict[str, object]
-) -> QualityCheck:
+def _checked(model: RegisteredModel, *, start: datetime, decisions: dict[str, object]) -> QualityCheck:
     return QualityCheck.objects.create(
         model=model, window_spec="1h", window_start=start, window_end=start + timedelta(hours=1),
         state="done", started_at=start, finished_at=start + timedelta(hours=1), decisions=decisions,
