@@ -19,13 +19,14 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from core.transient import TRANSIENT_ERRORS, is_transient
 from registry.models import ModelVersion
 from registry.reference import LABEL, PREDICTION, PROBA_PREFIX, frame_to_parquet
 from registry.services import version_create
 from retraining.inputs import TrainingData, champion_predictor, job_recipe, training_data
 from retraining.joblog import job_log
-from retraining.models import JobProgress, JobState, RetrainJob, RetrainPolicy
-from retraining.placement import placed_plan, placement_cap, placement_guard
+from retraining.models import WORKING_STATES, JobProgress, JobState, RetrainJob, RetrainPolicy
+from retraining.placement import placed_plan, placement_cap, placement_guard, placement_request
 from retraining.promotion import job_decide
 from retraining.selectors import retrain_policy_for
 from workers.training import engine
@@ -70,11 +71,33 @@ def job_run(*, job_id: int) -> str:
     except engine.TrainingCancelled as exc:
         _finish(job, JobState.CANCELLED, str(exc))
     except Exception as exc:
+        if is_transient(exc) and _requeue_after_blip(job, exc):
+            return JobState.QUEUED
         logger.exception("retrain job=%s model=%s failed", job.pk, job.model_id)
         job_log(job.pk, "failed:\n" + traceback.format_exc())
         _finish(job, JobState.FAILED, f"{type(exc).__name__}: {exc}")
     job.refresh_from_db()
     return job.state
+
+
+def _requeue_after_blip(job: RetrainJob, exc: Exception) -> bool:
+    """A database or broker blip is not the job's fault: back to queued and placed again, within
+    the policy's attempts (as the reaper counts them). If even that fails, the job keeps its
+    stale heartbeat and the reaper re-queues it. False: the job has used its attempts."""
+    try:
+        with transaction.atomic():
+            attempts = RetrainJob.objects.filter(pk=job.pk).values_list("attempts", flat=True).first() or 0
+            if attempts >= retrain_policy_for(job.model).max_attempts:
+                return False
+            if not RetrainJob.objects.filter(pk=job.pk, state__in=WORKING_STATES).update(
+                state=JobState.QUEUED, progress={}
+            ):
+                return False
+            job_log(job.pk, f"transient {type(exc).__name__}: {exc}; re-queued")
+            placement_request(job)
+    except TRANSIENT_ERRORS:
+        logger.warning("retrain job=%s: re-queue failed too; the reaper will", job.pk, exc_info=True)
+    return True
 
 
 def _finish(job: RetrainJob, state: str, error: str = "") -> None:

@@ -172,7 +172,12 @@ class StoredDecisions:
 def decisions_read(raw: object) -> StoredDecisions:
     stored = _json(raw)
     verdicts = {k: stored[k] if isinstance(stored.get(k), bool) else None for k in DECISION_KINDS}
-    return StoredDecisions(**_present(StoredDecisions, stored), verdicts=verdicts)
+    values = _present(StoredDecisions, stored)
+    for key in ("value", "baseline", "tolerance"):
+        if key in values:
+            values[key] = number(values[key])
+    values["usable_for_training"] = values.get("usable_for_training") is True  # only a stored true
+    return StoredDecisions(**values, verdicts=verdicts)
 
 
 @dataclass(frozen=True)
