@@ -35,7 +35,7 @@ class Target:
 
 
 def _allow_private() -> bool:
-    return bool(getattr(settings, "DRIFTWATCH_WEBHOOK_ALLOW_PRIVATE", False))
+    return bool(settings.DRIFTWATCH_WEBHOOK_ALLOW_PRIVATE)
 
 
 def address_problem(ip: IPAddress, *, allow_private: bool) -> str | None:

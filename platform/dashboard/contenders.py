@@ -20,6 +20,7 @@ from registry.models import ModelVersion, RegisteredModel
 from registry.selectors import champion_get
 from retraining.models import RetrainJob
 from retraining.selectors import challenger_get, job_that_made
+from workers.drift.result import estimate_read, metrics_read, per_version_read
 
 QUALITY_CHECKS = 50  # latest finished checks searched for a version's numbers
 OWN_PREDICTIONS = "on its own predictions"
@@ -67,10 +68,11 @@ def _unversioned(check: QualityCheck) -> bool:
 def _realised(version: ModelVersion, checks: list[QualityCheck], metric: str) -> Reading:
     key = f"v{version.version}"
     for check in checks:
-        own = finite(((check.per_version or {}).get(key) or {}).get(metric))
+        versions = per_version_read(check.per_version)
+        own = versions[key].value(metric) if key in versions else None
         if own is not None:
             return Reading(own, check.pk, check.window_end, OWN_PREDICTIONS)
-        window = finite((check.metrics or {}).get(metric))
+        window = metrics_read(check.metrics).value(metric)
         if check.version_id == version.pk and _unversioned(check) and window is not None:
             return Reading(window, check.pk, check.window_end, WHILE_CHAMPION)
     return Reading(None)
@@ -78,7 +80,7 @@ def _realised(version: ModelVersion, checks: list[QualityCheck], metric: str) ->
 
 def _estimated(version: ModelVersion, checks: list[QualityCheck]) -> Reading:
     for check in checks:
-        value = finite((check.estimated or {}).get("value"))
+        value = estimate_read(check.estimated).value
         if check.version_id == version.pk and value is not None:
             return Reading(value, check.pk, check.window_end, WHILE_CHAMPION)
     return Reading(None)

@@ -17,6 +17,7 @@ from monitoring.models import QualityCheck
 from registry.models import RegisteredModel
 from registry.reference import PREDICTION
 from registry.selectors import model_get
+from workers.drift.result import drift_read
 from workers.features import feature_type
 
 SERIES_CHECKS = 500  # the newest checks in the range drawn as points
@@ -28,7 +29,7 @@ def drift_columns(model: RegisteredModel) -> list[str]:
     """The heat map's rows: the schema's features, any other column the newest check measured, and
     the prediction."""
     newest = monitoring_selectors.latest_done_check(model=model)
-    measured = list((newest.drift or {}).get("columns", {})) if newest is not None else []
+    measured = list(drift_read(newest.drift).columns) if newest is not None else []
     schema = [f["name"] for f in model.features or []]
     return schema + [n for n in measured if n not in schema] + [PREDICTION_ROW]
 

@@ -10,6 +10,7 @@ from django.utils.safestring import mark_safe
 from dashboard.charts import HLine, Marker, Series, chart_svg, line_chart
 from dashboard.heatmap import drift_cell
 from dashboard.numbers import finite, fixed
+from workers.drift.result import StoredScore
 
 HIST_W, HIST_H = 900, 240
 HIST_LEFT, HIST_RIGHT, HIST_TOP, HIST_BOTTOM = 48, 12, 12, 64
@@ -23,47 +24,49 @@ EFFECT_LABELS = {
 def score_chart(points: list[dict[str, Any]], effects: dict[int, float], query: str) -> dict[str, Any] | None:
     """The stored drift score of each check on a time axis, the test's threshold, and a mark on
     each check that drifted (a link to its distributions: ``?<query>&check=<id>``). ``points``:
-    {"id", "window_end", "column"}, oldest first."""
+    {"id", "window_end", "column"} (a ``StoredScore`` or None), oldest first."""
     if not points:
         return None
-    columns = [p["column"] or {} for p in points]
-    latest: dict[str, Any] = next((c for c in reversed(columns) if c.get("method")), {})
+    columns: list[StoredScore] = [p["column"] or StoredScore() for p in points]
+    latest = next((c for c in reversed(columns) if c.method), StoredScore())
     # One axis, one test: a p-value and a distance do not share a scale. Checks scored by another
     # test (a new reference can change evidently's choice) are left out of the line and counted.
-    same_test = [c.get("method") == latest.get("method") for c in columns]
-    scores = [finite(c.get("score")) if same else None for c, same in zip(columns, same_test, strict=True)]
+    same_test = [c.method == latest.method for c in columns]
+    scores = [c.score if same else None for c, same in zip(columns, same_test, strict=True)]
     titles = [_point_title(p, effects.get(p["id"])) for p in points]
     times = [_seconds(p["window_end"]) for p in points]
-    threshold = finite(latest.get("threshold"))
+    threshold = latest.threshold
     hlines = [HLine("threshold", "h-tolerance", threshold)] if threshold is not None else []
     markers = [
         Marker(t, "breach", f"check #{p['id']}: drifted", href=f"?{query}&check={p['id']}#distribution")
         for t, p, c in zip(times, points, columns, strict=True)
-        if c.get("drifted")
+        if c.drifted
     ]
     chart = line_chart(
         times=times,
         series=[Series("drift score", "s-realised", scores, titles=titles)],
         hlines=hlines,
-        clamp=(0.0, 1.0) if latest.get("higher_is_drift") is False else None,
+        clamp=(0.0, 1.0) if latest.is_p_value else None,
         y_format="{:.3g}",
         y_label=_y_label(latest),
         markers=markers,
     )
     if chart is not None:
         chart["svg"] = mark_safe(chart_svg(chart))  # noqa: S308 (every value is escaped in chart_svg)
-        chart["other_test"] = sum(1 for c, same in zip(columns, same_test, strict=True) if c and not same)
+        chart["other_test"] = sum(
+            1 for p, same in zip(points, same_test, strict=True) if p["column"] is not None and not same
+        )
     return chart
 
 
-def _y_label(column: dict[str, Any]) -> str:
-    name = column.get("method_display") or column.get("method") or "score"
-    rule = "below" if column.get("higher_is_drift") is False else "above"
+def _y_label(column: StoredScore) -> str:
+    name = column.name
+    rule = "below" if column.is_p_value else "above"
     return f"{name} ({rule} the threshold = drift)"
 
 
 def _point_title(point: dict[str, Any], effect: float | None) -> str:
-    cell = drift_cell(point["column"] or None)
+    cell = drift_cell(point["column"])
     psi = f" · PSI {fixed(effect)}" if effect is not None else ""
     return f"check #{point['id']} · {point['window_end']:%Y-%m-%d %H:%M} · {cell['title']}{psi}"
 

@@ -6,14 +6,15 @@ drift engine with every score): nothing here knows which tests are p-values.
 """
 
 import math
-from collections.abc import Mapping
+from dataclasses import asdict
 from typing import Any
 
-from dashboard.numbers import finite, fixed
+from dashboard.numbers import fixed
 from dashboard.selectors import checks_recent
 from dashboard.timerange import TimeRange
 from monitoring.models import QualityCheck
 from registry.models import RegisteredModel
+from workers.drift.result import StoredDrift, StoredScore, drift_read, score_read
 
 HEATMAP_CHECKS = 30
 PREDICTION_ROW = "prediction"
@@ -21,17 +22,12 @@ MULTIVARIATE_ROW = "all features (multivariate)"
 NOT_MEASURED = "#eceef2"
 
 
-def _is_p_value(column: Mapping[str, Any]) -> bool:
-    """A p-value drifts below its threshold; a distance or an error above it (the default)."""
-    return column.get("higher_is_drift") is False
-
-
-def drift_ratio(column: Mapping[str, Any]) -> float | None:
+def drift_ratio(column: StoredScore) -> float | None:
     """How far a score is towards its threshold: 1.0 is the threshold, above it drift."""
-    score, threshold = finite(column.get("score")), finite(column.get("threshold"))
+    score, threshold = column.score, column.threshold
     if score is None or threshold is None or threshold <= 0:
         return None
-    if _is_p_value(column):  # the smaller, the further past the threshold
+    if column.is_p_value:  # the smaller, the further past the threshold
         return min(threshold / max(score, 1e-12), 1e3)
     return min(score / threshold, 1e3)
 
@@ -46,42 +42,39 @@ def drift_colour(ratio: float | None, drifted: bool) -> str:
     return f"hsl({int(140 - 90 * ratio)}, 60%, {int(88 - 10 * ratio)}%)"
 
 
-def _cell_title(column: Mapping[str, Any], drifted: bool) -> str:
-    score, threshold = finite(column.get("score")), finite(column.get("threshold"))
-    rule = "p-value below threshold = drift" if _is_p_value(column) else "score above threshold = drift"
+def _cell_title(column: StoredScore) -> str:
+    rule = "p-value below threshold = drift" if column.is_p_value else "score above threshold = drift"
     return (
-        f"{column.get('method_display') or column.get('method') or 'not tested'} · "
-        f"score {fixed(score, 4)} · threshold {fixed(threshold, 4)} ({rule})"
-        f"{' · DRIFTED' if drifted else ''}{' · ' + column['note'] if column.get('note') else ''}"
+        f"{column.method_display or column.method or 'not tested'} · "
+        f"score {fixed(column.score, 4)} · threshold {fixed(column.threshold, 4)} ({rule})"
+        f"{' · DRIFTED' if column.drifted else ''}{' · ' + column.note if column.note else ''}"
     )
 
 
-def drift_cell(column: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Colour, drift flag and hover text of one stored drift column (``{}``/None: not measured)."""
-    if not column:
+def drift_cell(column: StoredScore | None) -> dict[str, Any]:
+    """Colour, drift flag and hover text of one stored drift score (None: not measured)."""
+    if column is None:
         return {"colour": drift_colour(None, False), "drifted": False, "title": "not measured"}
-    drifted = bool(column.get("drifted"))
     return {
-        "colour": drift_colour(drift_ratio(column), drifted),
-        "drifted": drifted,
-        "title": _cell_title(column, drifted),
+        "colour": drift_colour(drift_ratio(column), column.drifted),
+        "drifted": column.drifted,
+        "title": _cell_title(column),
     }
 
 
-def _feature_names(model: RegisteredModel, checks: list[QualityCheck]) -> list[str]:
+def _feature_names(model: RegisteredModel, drifts: list[StoredDrift]) -> list[str]:
     """The schema's features in order, then any other column a check measured."""
     names = [f["name"] for f in model.features or []]
-    seen = {n for c in checks for n in (c.drift or {}).get("columns", {})}
+    seen = {n for d in drifts for n in d.columns}
     return names + sorted(seen - set(names))
 
 
-def _column_head(check: QualityCheck) -> dict[str, Any]:
-    drift = check.drift or {}
+def _column_head(check: QualityCheck, drift: StoredDrift) -> dict[str, Any]:
     return {
         "id": check.pk,
         "label": check.window_end.strftime("%Y-%m-%d %H:%M"),
-        "share": finite(drift.get("share")),
-        "dataset_drift": bool(drift.get("dataset_drift")),
+        "share": drift.share,
+        "dataset_drift": bool(drift.dataset_drift),
     }
 
 
@@ -91,27 +84,29 @@ def drift_heatmap(*, model: RegisteredModel, trange: TimeRange | None = None) ->
     checks = [c for c in checks if c.drift or c.prediction_drift]
     if not checks:
         return None
+    drifts = [drift_read(c.drift) for c in checks]
     # Each cell names its check: a click opens that feature's drill-down at that check.
     rows: list[dict[str, Any]] = [
         {
             "name": n,
             "cells": [
-                {**drift_cell((c.drift or {}).get("columns", {}).get(n)), "check": c.pk} for c in checks
+                {**drift_cell(d.columns[n] if n in d.columns else None), "check": c.pk}
+                for c, d in zip(checks, drifts, strict=True)
             ],
         }
-        for n in _feature_names(model, checks)
+        for n in _feature_names(model, drifts)
     ]
-    if any((c.drift or {}).get("multivariate") for c in checks):
-        cells = [drift_cell((c.drift or {}).get("multivariate")) for c in checks]
+    if any(d.multivariate for d in drifts):
+        cells = [drift_cell(d.multivariate) for d in drifts]
         rows.append(
             {"name": MULTIVARIATE_ROW, "is_prediction": True, "is_multivariate": True, "cells": cells}
         )
-    prediction = [{**drift_cell(c.prediction_drift or None), "check": c.pk} for c in checks]
+    prediction = [{**drift_cell(score_read(c.prediction_drift)), "check": c.pk} for c in checks]
     rows.append({"name": PREDICTION_ROW, "is_prediction": True, "cells": prediction})
-    return {"columns": [_column_head(c) for c in checks], "rows": rows}
+    return {"columns": [_column_head(c, d) for c, d in zip(checks, drifts, strict=True)], "rows": rows}
 
 
 def drift_rows(*, check: QualityCheck) -> list[dict[str, Any]]:
     """The check page's per-feature drift table: each stored column with its cell."""
-    columns = (check.drift or {}).get("columns", {})
-    return [{"name": n, **c, "cell": drift_cell(c)} for n, c in columns.items()]
+    columns = drift_read(check.drift).columns
+    return [{"name": n, **asdict(c), "cell": drift_cell(c)} for n, c in columns.items()]

@@ -9,21 +9,24 @@ from dashboard import selectors
 from dashboard.heatmap import drift_cell, drift_rows
 from dashboard.numbers import finite, interval, scalar_text
 from dashboard.timerange import TimeRange
-from monitoring.models import AlertKind, MonitoringPolicy, QualityCheck
+from monitoring.alert_kinds import ALERT_KINDS
+from monitoring.models import MonitoringPolicy, QualityCheck
 from monitoring.selectors import policy_for
 from registry.models import ReferenceDataset, RegisteredModel
+from workers.drift.result import (
+    StoredDecisions,
+    data_quality_read,
+    decisions_read,
+    drift_read,
+    estimate_read,
+    labels_read,
+    metrics_read,
+    score_read,
+)
 
 TABLE_CHECKS = 50
 HOME_STATUSES = ("healthy", "warning", "drifting", "retraining", "no data")
 SPARK_W, SPARK_H, SPARK_CHECKS = 120, 28, 20
-DECISION_LABELS = {  # kind: (label, short label for tables)
-    AlertKind.ACCURACY_DROP: ("accuracy drop", "acc"),
-    AlertKind.ESTIMATED_ACCURACY_DROP: ("estimated accuracy drop", "est"),
-    AlertKind.DATA_QUALITY: ("broken feed", "dq"),
-    AlertKind.DATA_DRIFT: ("data drift", "drift"),
-    AlertKind.MULTIVARIATE_DRIFT: ("multivariate drift", "mv"),
-    AlertKind.PREDICTION_DRIFT: ("prediction drift", "pred"),
-}
 
 
 # --- home -----------------------------------------------------------------------------------
@@ -49,10 +52,10 @@ def model_status(
     """retraining > drifting > warning > healthy; "no data" before the first check."""
     if active_jobs:
         return "retraining"
-    decisions = (latest.decisions or {}) if latest else {}
-    if drift_alerts or (latest and (latest.drift or {}).get("dataset_drift")):
+    decisions = decisions_read(latest.decisions if latest else None)
+    if drift_alerts or (latest and drift_read(latest.drift).dataset_drift):
         return "drifting"
-    if open_alerts or any(v is True for k, v in decisions.items() if k in DECISION_LABELS):
+    if open_alerts or any(decisions.verdict(k) is True for k in ALERT_KINDS):
         return "warning"
     return "healthy" if latest else "no data"
 
@@ -66,7 +69,7 @@ def model_rows(*, name: str | None = None) -> list[dict[str, Any]]:
 
 
 def _metric(check: QualityCheck, metric: str) -> float | None:
-    return finite((check.metrics or {}).get(metric))
+    return metrics_read(check.metrics).value(metric)
 
 
 def _model_row(model: RegisteredModel) -> dict[str, Any]:
@@ -95,7 +98,7 @@ def _model_row(model: RegisteredModel) -> dict[str, Any]:
         # The latest window has no labels yet, so the page shows the last realised value, marked *.
         "realised_fallback": bool(latest and realised and _metric(latest, metric) is None),
         "spark_realised": sparkline([_metric(c, metric) for c in reversed(recent)]),
-        "spark_estimated": sparkline([finite((c.estimated or {}).get("value")) for c in reversed(recent)]),
+        "spark_estimated": sparkline([estimate_read(c.estimated).value for c in reversed(recent)]),
     }
 
 
@@ -156,11 +159,11 @@ def policy_rows(
 # --- checks ---------------------------------------------------------------------------------
 
 
-def decision_badges(decisions: dict[str, Any]) -> list[dict[str, str]]:
+def decision_badges(decisions: StoredDecisions) -> list[dict[str, str]]:
     """True: breach, False: fine, None: not enough data to decide."""
     badges = []
-    for key, (label, short) in DECISION_LABELS.items():
-        value = decisions.get(key)
+    for key, spec in ALERT_KINDS.items():
+        label, short, value = spec.label, spec.short, decisions.verdict(key)
         css = "bad" if value is True else "ok" if value is False else "na"
         verdict = "breach" if value is True else "fine" if value is False else "not enough data to decide"
         badges.append(
@@ -171,22 +174,26 @@ def decision_badges(decisions: dict[str, Any]) -> list[dict[str, str]]:
 
 def check_row(*, check: QualityCheck, metric: str) -> dict[str, Any]:
     """The numbers one check contributes to a table row."""
-    metrics, estimated, labels = check.metrics or {}, check.estimated or {}, check.labels or {}
+    metrics, estimated, drift = (
+        metrics_read(check.metrics),
+        estimate_read(check.estimated),
+        drift_read(check.drift),
+    )
     return {
         "id": check.pk,
         "check": check,
         "state": check.state,
         "metric": metric,
-        "value": finite(metrics.get(metric)),
-        "ci": interval(metrics.get(f"{metric}_ci")),
-        "accuracy": finite(metrics.get("accuracy")),
-        "estimated": finite(estimated.get("value")),
-        "estimated_ci": interval(estimated.get("ci")),
-        "estimate_error": finite(estimated.get("error")),
-        "coverage": finite(labels.get("label_coverage")),
-        "drift_share": finite((check.drift or {}).get("share")),
-        "dataset_drift": (check.drift or {}).get("dataset_drift"),
-        "badges": decision_badges(check.decisions or {}),
+        "value": metrics.value(metric),
+        "ci": interval(metrics.interval(metric)),
+        "accuracy": metrics.value("accuracy"),
+        "estimated": estimated.value,
+        "estimated_ci": interval(estimated.ci),
+        "estimate_error": estimated.error,
+        "coverage": labels_read(check.labels).label_coverage,
+        "drift_share": drift.share,
+        "dataset_drift": drift.dataset_drift,
+        "badges": decision_badges(decisions_read(check.decisions)),
     }
 
 
@@ -201,14 +208,14 @@ def check_rows(
 def data_quality_rows(*, check: QualityCheck | None) -> list[dict[str, Any]]:
     if check is None:
         return []
-    columns = (check.data_quality or {}).get("columns", {})
+    columns = data_quality_read(check.data_quality).columns
     return [
         {
             "name": n,
-            "missing_share": finite(c.get("missing_share")),
-            "missing_count": c.get("missing_count"),
-            "out_of_schema_share": finite(c.get("out_of_schema_share")),
-            "out_of_schema_examples": c.get("out_of_schema_examples") or [],
+            "missing_share": c.missing_share,
+            "missing_count": c.missing_count,
+            "out_of_schema_share": c.out_of_schema_share,
+            "out_of_schema_examples": list(c.out_of_schema_examples),
         }
         for n, c in columns.items()
     ]
@@ -216,7 +223,7 @@ def data_quality_rows(*, check: QualityCheck | None) -> list[dict[str, Any]]:
 
 def _confusion(check: QualityCheck) -> list[dict[str, Any]]:
     classes = [str(c) for c in check.model.classes or []]
-    matrix = (check.metrics or {}).get("confusion_matrix") or []
+    matrix = metrics_read(check.metrics).confusion_matrix
     return [
         {"label": classes[i] if i < len(classes) else str(i), "cells": row} for i, row in enumerate(matrix)
     ]
@@ -224,22 +231,18 @@ def _confusion(check: QualityCheck) -> list[dict[str, Any]]:
 
 def check_detail(*, check: QualityCheck) -> dict[str, Any]:
     """Everything on the check page, each part empty when the check had too little data."""
-    metrics = check.metrics or {}
-    scalars = [
-        (k, v)
-        for k, v in metrics.items()
-        if k not in ("per_class", "confusion_matrix") and not k.endswith("_ci")
-    ]
+    metrics = metrics_read(check.metrics)
     confusion = _confusion(check)
+    prediction = score_read(check.prediction_drift)
     return {
         "row": check_row(check=check, metric=policy_for(check.model).metric),
-        "scalars": [(k, scalar_text(v), interval(metrics.get(f"{k}_ci"))) for k, v in scalars],
-        "per_class": list((metrics.get("per_class") or {}).items()),
+        "scalars": [(k, scalar_text(v), interval(metrics.interval(k))) for k, v in metrics.scalars],
+        "per_class": list(metrics.per_class.items()),
         "confusion": confusion,
         "confusion_labels": [str(c) for c in check.model.classes or []][: len(confusion)],
         "drift": drift_rows(check=check),
-        "prediction_drift": check.prediction_drift or {},
-        "prediction_cell": drift_cell(check.prediction_drift) if check.prediction_drift else None,
+        "prediction_drift": prediction,
+        "prediction_cell": drift_cell(prediction) if prediction else None,
         "data_quality": data_quality_rows(check=check),
         "has_report": selectors.check_has_report(check=check),
     }

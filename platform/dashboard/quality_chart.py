@@ -8,24 +8,25 @@ from django.utils.safestring import mark_safe
 from dashboard import selectors
 from dashboard.charts import HLine, Marker, Series, chart_svg, line_chart
 from dashboard.numbers import finite, fixed, interval, interval_text
-from dashboard.presenters import DECISION_LABELS
 from dashboard.timerange import TimeRange
+from monitoring.alert_kinds import ALERT_KINDS
 from monitoring.models import Alert, MonitoringPolicy, QualityCheck
 from registry.models import RegisteredModel
+from workers.drift.result import decisions_read, estimate_read, metrics_read, per_version_read
 
 BOUNDED_METRICS = ("accuracy", "f1_macro", "precision_macro", "recall_macro", "roc_auc")
 
 
 def _point(check: QualityCheck, metric: str) -> dict[str, Any]:
     """The numbers one check draws, read only from the columns a light fetch loads."""
-    metrics, estimated = check.metrics or {}, check.estimated or {}
+    metrics, estimated = metrics_read(check.metrics), estimate_read(check.estimated)
     return {
-        "value": finite(metrics.get(metric)),
-        "ci": interval(metrics.get(f"{metric}_ci")),
-        "accuracy": finite(metrics.get("accuracy")),
-        "estimated": finite(estimated.get("value")),
-        "estimated_ci": interval(estimated.get("ci")),
-        "estimate_error": finite(estimated.get("error")),
+        "value": metrics.value(metric),
+        "ci": interval(metrics.interval(metric)),
+        "accuracy": metrics.value("accuracy"),
+        "estimated": estimated.value,
+        "estimated_ci": interval(estimated.ci),
+        "estimate_error": estimated.error,
     }
 
 
@@ -66,14 +67,15 @@ def _estimated_series(checks: list[QualityCheck], points: list[dict[str, Any]]) 
 
 def _version_series(checks: list[QualityCheck], metric: str) -> list[Series]:
     """One line per model version, only when the windows saw more than one version."""
-    versions = sorted({v for c in checks for v in (c.per_version or {})})
+    per_version = [per_version_read(c.per_version) for c in checks]
+    versions = sorted({v for p in per_version for v in p})
     if len(versions) < 2:
         return []
     return [
         Series(
             f"{v} {metric}",
             f"s-version s-version-{i % 4}",
-            [finite((c.per_version or {}).get(v, {}).get(metric)) for c in checks],
+            [p[v].value(metric) if v in p else None for p in per_version],
         )
         for i, v in enumerate(versions)
     ]
@@ -90,13 +92,13 @@ def _series(model: RegisteredModel, checks: list[QualityCheck], metric: str) -> 
 
 
 def _reference_lines(latest: QualityCheck, policy: MonitoringPolicy) -> list[HLine]:
-    decisions = latest.decisions or {}
-    baseline = finite(decisions.get("baseline"))
+    decisions = decisions_read(latest.decisions)
+    baseline = finite(decisions.baseline)
     if baseline is None:
         baseline = finite(policy.baseline)
     if baseline is None:
         return []
-    tolerance = finite(decisions.get("tolerance")) or policy.tolerance
+    tolerance = finite(decisions.tolerance) or policy.tolerance
     edge = baseline - tolerance if policy.higher_is_better else baseline + tolerance
     return [HLine("baseline", "h-baseline", baseline), HLine("tolerance", "h-tolerance", edge)]
 
@@ -104,7 +106,8 @@ def _reference_lines(latest: QualityCheck, policy: MonitoringPolicy) -> list[HLi
 def _breach_markers(checks: list[QualityCheck]) -> list[Marker]:
     markers = []
     for c in checks:
-        kinds = [DECISION_LABELS[k][0] for k in DECISION_LABELS if (c.decisions or {}).get(k) is True]
+        decisions = decisions_read(c.decisions)
+        kinds = [spec.label for k, spec in ALERT_KINDS.items() if decisions.verdict(k) is True]
         if kinds:
             title = f"check #{c.pk} {c.window_end:%Y-%m-%d %H:%M} breached: {', '.join(kinds)}"
             markers.append(Marker(c.window_end.timestamp(), "breach", title, f"/checks/{c.pk}/"))

@@ -15,10 +15,10 @@ from django.db.models import Count, Exists, IntegerField, OuterRef, QuerySet, Su
 from django.db.models.functions import Coalesce
 
 from dashboard.timerange import TimeRange
+from monitoring.alert_kinds import drift_alert_kinds
 from monitoring.models import (
     LIVE_ALERT_STATES,
     Alert,
-    AlertKind,
     AlertState,
     CheckState,
     GroundTruth,
@@ -31,7 +31,7 @@ from retraining.models import ACTIVE_STATES, RetrainJob
 CHART_CHECKS = 400  # points drawn at most; a longer range is thinned evenly
 CHART_LIMIT = 5000  # check rows read at most for one chart
 MARKERS = 200  # of each kind
-DRIFT_KINDS = [k for k in ("data_drift", "prediction_drift", "multivariate_drift") if k in AlertKind.values]
+DRIFT_KINDS = drift_alert_kinds()
 # What a chart never reads: left in the database when a long range loads thousands of rows.
 HEAVY_COLUMNS = ("drift", "prediction_drift", "data_quality", "labels", "error", "report")
 

@@ -21,6 +21,7 @@ from monitoring.models import (
 )
 from monitoring.reports import check_report_request
 from monitoring.window import scheduled_window
+from workers.drift.result import decisions_read, metrics_read
 
 SECRET_FIELDS = frozenset({"webhook_secret", "clear_webhook_secret"})
 
@@ -111,12 +112,12 @@ class QualityCheckAdmin(admin.ModelAdmin):
 
     @admin.display(description="accuracy")
     def accuracy(self, obj: QualityCheck) -> str:
-        value = obj.metrics.get("accuracy") if obj.metrics else None
+        value = metrics_read(obj.metrics).value("accuracy")
         return EMPTY if value is None else f"{value:.4f}"
 
     @admin.display(description="drift", boolean=True)
     def dataset_drift(self, obj: QualityCheck) -> bool | None:
-        return obj.decisions.get("data_drift") if obj.decisions else None
+        return decisions_read(obj.decisions).verdict("data_drift")
 
     @admin.action(description="Generate (or retry) the evidently report")
     def request_report(self, request: HttpRequest, queryset: QuerySet[QualityCheck]) -> None:

@@ -6,25 +6,18 @@ At most one live (open or acknowledged) alert per model and kind, enforced by a 
 import logging
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
 from core.enqueue import enqueue
-from monitoring.models import (
-    LIVE_ALERT_STATES,
-    Alert,
-    AlertKind,
-    AlertState,
-    CheckState,
-    Notification,
-    QualityCheck,
-    Severity,
-)
-from monitoring.selectors import policy_for
+from monitoring.alert_kinds import ALERT_KINDS, alert_kind, alert_kind_retrains
+from monitoring.models import LIVE_ALERT_STATES, Alert, AlertState, CheckState, Notification, QualityCheck
+from monitoring.selectors import check_result, policy_for
 from workers import queues
+from workers.drift.result import decisions_read
 
 if TYPE_CHECKING:
     from monitoring.models import MonitoringPolicy
@@ -46,8 +39,9 @@ def alerts_evaluate(*, check: QualityCheck, policy: "MonitoringPolicy") -> Alert
     dips under its threshold for one check does not flap (Prometheus' keep_firing_for).
     """
     changes = AlertChanges()
-    for kind in AlertKind.values:
-        decision = check.decisions.get(kind)
+    decisions = decisions_read(check.decisions)
+    for kind in ALERT_KINDS:
+        decision = decisions.verdict(kind)
         live = Alert.objects.filter(model_id=check.model_id, kind=kind, state__in=LIVE_ALERT_STATES).first()
         if live is not None:
             if _clear_for(check, policy, kind, live) and alert_resolve(alert=live, check=check):
@@ -82,7 +76,7 @@ def check_series(check: QualityCheck) -> QuerySet[QualityCheck]:
 
 def _k_of_n(check: QualityCheck, policy: "MonitoringPolicy", kind: str) -> bool:
     recent = check_series(check)[: max(policy.alert_n, 1)]
-    breaches = sum(1 for c in recent if c.decisions.get(kind) is True)
+    breaches = sum(1 for c in recent if decisions_read(c.decisions).verdict(kind) is True)
     return breaches >= max(policy.alert_k, 1)
 
 
@@ -94,7 +88,7 @@ def _clear_for(check: QualityCheck, policy: "MonitoringPolicy", kind: str, alert
     if alert.opened_by_id is not None and alert.opened_by is not None:
         series = series.filter(window_end__gt=alert.opened_by.window_end)
     recent = list(series[:need])
-    return len(recent) == need and all(c.decisions.get(kind) is False for c in recent)
+    return len(recent) == need and all(decisions_read(c.decisions).verdict(kind) is False for c in recent)
 
 
 def _in_cooldown(check: QualityCheck, policy: "MonitoringPolicy", kind: str) -> bool:
@@ -107,65 +101,8 @@ def _in_cooldown(check: QualityCheck, policy: "MonitoringPolicy", kind: str) -> 
     return by_check.exists() or by_hand.exists()
 
 
-def _severity(kind: str, decisions: dict[str, Any]) -> str:
-    if kind == AlertKind.DATA_QUALITY:
-        return Severity.CRITICAL
-    if (
-        kind == AlertKind.ACCURACY_DROP
-        and decisions.get("value") is not None
-        and decisions.get("baseline") is not None
-    ):
-        drop = abs(decisions["baseline"] - decisions["value"])
-        return Severity.CRITICAL if drop > 2 * decisions["tolerance"] else Severity.WARNING
-    return Severity.WARNING
-
-
-def drift_score_text(column: dict[str, Any]) -> str:
-    """One drift test's result as every page and message names it: "Z-test p_value 0.0307
-    (threshold 0.0500)"."""
-    name = column.get("method_display") or column.get("method") or "score"
-    score, threshold = column.get("score"), column.get("threshold")
-    text = f"{name} {score:.4f}" if isinstance(score, int | float) else f"{name} —"
-    return text + (f" (threshold {threshold:.4f})" if isinstance(threshold, int | float) else "")
-
-
 def _message(kind: str, check: QualityCheck) -> str:
-    d = check.decisions
-    if kind == AlertKind.ACCURACY_DROP:
-        evidence = (d.get("sequential") or {}).get("evidence")
-        if d.get("accuracy_drop_by") and evidence:
-            value = d.get("value")
-            window = f"{value:.4f}" if isinstance(value, int | float) else "—"
-            return (
-                f"error rate {evidence['error_before']:.4f} -> {evidence['error_after']:.4f} "
-                f"(ADWIN, at label {evidence['label_number']}; window {d['metric']} {window})"
-            )
-        return (
-            f"{d['metric']} {d['value']:.4f} vs baseline {d['baseline']:.4f} (tolerance {d['tolerance']:.4f})"
-        )
-    if kind == AlertKind.ESTIMATED_ACCURACY_DROP:
-        metric = check.estimated.get("metric", "accuracy")
-        return (
-            f"estimated {metric} {check.estimated['value']:.4f} (no labels needed) "
-            f"vs baseline {d['baseline']:.4f} (tolerance {d['tolerance']:.4f})"
-        )
-    if kind == AlertKind.MULTIVARIATE_DRIFT:
-        m = check.drift.get("multivariate", {})
-        band = m.get("band")
-        if (
-            isinstance(band, list | tuple)
-            and len(band) == 2
-            and all(isinstance(b, int | float) for b in band)
-        ):
-            band = f"[{band[0]:.4f}, {band[1]:.4f}]"
-        return f"multivariate drift: PCA reconstruction error {m.get('score', 0):.4f} outside {band}"
-    if kind == AlertKind.DATA_DRIFT:
-        drifted = [n for n, c in check.drift.get("columns", {}).items() if c.get("drifted")]
-        total = len(check.drift.get("columns", {}))
-        return f"data drift: {len(drifted)} of {total} feature(s) drifted ({', '.join(drifted[:8])})"
-    if kind == AlertKind.PREDICTION_DRIFT:
-        return f"prediction drift: {drift_score_text(check.prediction_drift)}"
-    return "broken feed: " + "; ".join(check.data_quality.get("reasons", []))
+    return alert_kind(kind).message(check_result(check=check))
 
 
 def _open(check: QualityCheck, policy: "MonitoringPolicy", kind: str) -> Alert | None:
@@ -174,7 +111,7 @@ def _open(check: QualityCheck, policy: "MonitoringPolicy", kind: str) -> Alert |
             alert = Alert.objects.create(
                 model_id=check.model_id,
                 kind=kind,
-                severity=_severity(kind, check.decisions),
+                severity=alert_kind(kind).severity(decisions_read(check.decisions)),
                 message=_message(kind, check),
                 opened_by=check,
                 last_check=check,
@@ -182,7 +119,7 @@ def _open(check: QualityCheck, policy: "MonitoringPolicy", kind: str) -> Alert |
                 details={
                     "check": check.pk,
                     "decisions": check.decisions,
-                    "retrain_requested": bool(policy.auto_retrain and kind == AlertKind.ACCURACY_DROP),
+                    "retrain_requested": bool(policy.auto_retrain and alert_kind_retrains(kind)),
                 },
             )
     except IntegrityError:

@@ -8,7 +8,7 @@ import logging
 import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 from django.conf import settings
@@ -34,12 +34,21 @@ from registry.models import ModelVersion, RegisteredModel, VersionStatus
 from registry.reference import LABEL, PREDICTION
 from workers.drift import data_drift
 from workers.drift.data_quality import data_quality
-from workers.drift.decisions import Thresholds, decisions_make
+from workers.drift.decisions import Decisions, Thresholds, decisions_make
 from workers.drift.distribution import DistributionDict, column_distribution
 from workers.drift.dle import estimate_mae
 from workers.drift.estimation import estimate_accuracy
 from workers.drift.multivariate import multivariate_drift
 from workers.drift.quality import Metrics, classification_metrics, label_stats, regression_metrics
+from workers.drift.result import (
+    CheckResultDict,
+    EstimatedDict,
+    Measures,
+    RealisedDict,
+    VersionMetricsDict,
+    estimate_read,
+    metrics_read,
+)
 from workers.drift.summary import ColumnType
 
 logger = logging.getLogger(__name__)
@@ -149,7 +158,7 @@ def _compute_into(row: QualityCheck, model: RegisteredModel, spec: WindowSpec) -
     result = check_compute(model=model, policy=policy, window=window, reference=reference)
     distributions = result.pop("distributions", {})
     champion = ModelVersion.objects.filter(model=model, status=VersionStatus.CHAMPION).first()
-    fields = {
+    fields: dict[str, Any] = {
         **result,
         "window_start": window.start,
         "version": champion,
@@ -206,34 +215,35 @@ def _store_skipped(row: QualityCheck, window: Window, *, reason: str) -> None:
         setattr(row, key, value)
 
 
-def _sequential_decision(decisions: dict[str, Any], update: DetectorUpdate) -> None:
+def _sequential_decision(decisions: Decisions, update: DetectorUpdate) -> None:
     """The detector's evidence beside the window rule; a degradation it found is a breach."""
     decisions["sequential"] = update.to_dict()
-    if update.degraded and decisions.get("accuracy_drop") is not True:
+    if update.degraded and decisions["accuracy_drop"] is not True:
         decisions["accuracy_drop"] = True
         decisions["accuracy_drop_by"] = "sequential detector"
 
 
 def check_compute(
     *, model: RegisteredModel, policy: MonitoringPolicy, window: Window, reference: ReferenceState | None
-) -> dict[str, Any]:
+) -> CheckResultDict:
     """Pure computation over a loaded window: metrics, estimate, drift, data quality, decisions."""
     frame = window.frame
     enough = len(frame) >= policy.min_samples
-    out: dict[str, Any] = {
-        "n_samples": int(len(frame)),
-        **_realised(model, policy, frame),
+    realised = _realised(model, policy, frame)
+    measures: Measures = {
+        "metrics": realised["metrics"],
         "estimated": _estimate(model, frame, reference) if enough else {},
         "drift": {},
         "prediction_drift": {},
         "data_quality": {},
     }
+    distributions: dict[str, DistributionDict] | None = None
     if reference is not None and len(frame):
         columns = {n: t for n, t in drift_columns(model, frame).items() if n in reference.summary.columns}
         features = {n: t for n, t in columns.items() if n != PREDICTION}
-        out["data_quality"] = data_quality(frame, features, categories=reference.summary.categories())
+        measures["data_quality"] = data_quality(frame, features, categories=reference.summary.categories())
         if enough:
-            out["drift"] = data_drift(
+            drift = data_drift(
                 reference.summary,
                 frame,
                 features,
@@ -241,13 +251,27 @@ def check_compute(
                 methods=policy_drift_methods(policy),
             ).to_dict()
             if reference.multivariate is not None:
-                out["drift"]["multivariate"] = multivariate_drift(reference.multivariate, frame)
+                drift["multivariate"] = multivariate_drift(reference.multivariate, frame)
+            measures["drift"] = drift
             if PREDICTION in columns:
                 pred = data_drift(reference.summary, frame, {PREDICTION: columns[PREDICTION]})
-                out["prediction_drift"] = pred.columns[PREDICTION].to_dict()
-            out["distributions"] = _distributions(reference, frame, columns)
-    _pair_estimate(out["estimated"], out["metrics"])
-    out["decisions"] = decisions_make(out, thresholds_for(policy, reference), enough=enough)
+                measures["prediction_drift"] = pred.columns[PREDICTION].to_dict()
+            distributions = _distributions(reference, frame, columns)
+    _pair_estimate(measures["estimated"], measures["metrics"])
+    out: CheckResultDict = {
+        "n_samples": int(len(frame)),
+        "n_labelled": realised["n_labelled"],
+        "labels": realised["labels"],
+        "metrics": measures["metrics"],
+        "per_version": realised["per_version"],
+        "estimated": measures["estimated"],
+        "drift": measures["drift"],
+        "prediction_drift": measures["prediction_drift"],
+        "data_quality": measures["data_quality"],
+        "decisions": decisions_make(measures, thresholds_for(policy, reference), enough=enough),
+    }
+    if distributions is not None:
+        out["distributions"] = distributions
     return out
 
 
@@ -272,7 +296,7 @@ def _store_distributions(check: QualityCheck, distributions: Mapping[str, Distri
     )
 
 
-def _realised(model: RegisteredModel, policy: MonitoringPolicy, frame: pd.DataFrame) -> dict[str, Any]:
+def _realised(model: RegisteredModel, policy: MonitoringPolicy, frame: pd.DataFrame) -> RealisedDict:
     """What the labels say: label stats, realised metrics, metrics per version."""
     labelled = frame[frame[LABEL].notna()]
     return {
@@ -283,12 +307,13 @@ def _realised(model: RegisteredModel, policy: MonitoringPolicy, frame: pd.DataFr
     }
 
 
-def _pair_estimate(estimated: dict[str, Any], metrics: dict[str, Any]) -> None:
+def _pair_estimate(estimated: EstimatedDict, metrics: Metrics | dict[str, Any]) -> None:
     """Put the realised metric beside the label-free estimate: the estimate's own error."""
-    realised = metrics.get(estimated.get("metric", "accuracy"))
-    if estimated.get("value") is not None and realised is not None:
+    read = estimate_read(estimated)
+    realised = metrics_read(metrics).value(read.metric)
+    if read.value is not None and realised is not None:
         estimated["realised"] = realised
-        estimated["error"] = estimated["value"] - realised
+        estimated["error"] = read.value - realised
 
 
 def check_labels_refresh(*, check: QualityCheck) -> bool:
@@ -306,7 +331,7 @@ def check_labels_refresh(*, check: QualityCheck) -> bool:
         return False
     loaded = window_load(model=model, start=window.start, end=window.end, last_n=window.last_n)
     realised = _realised(model, policy_for(model), loaded.frame)
-    estimated = dict(check.estimated)
+    estimated = cast(EstimatedDict, dict(check.estimated))  # as the engine stored it
     _pair_estimate(estimated, realised["metrics"])
     fields = {**realised, "estimated": estimated, "labels_refreshed_at": timezone.now()}
     return QualityCheck.objects.filter(pk=check.pk, state=CheckState.DONE).update(**fields) == 1
@@ -335,20 +360,27 @@ def _metrics(model: RegisteredModel, labelled: pd.DataFrame) -> Metrics:
     return regression_metrics(labelled[LABEL].to_numpy(float), labelled[PREDICTION].to_numpy(float))
 
 
-def _per_version(model: RegisteredModel, labelled: pd.DataFrame, min_labels: int) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _per_version(
+    model: RegisteredModel, labelled: pd.DataFrame, min_labels: int
+) -> dict[str, VersionMetricsDict]:
+    out: dict[str, VersionMetricsDict] = {}
     versions = dict(ModelVersion.objects.filter(model=model).values_list("pk", "version"))
     for version_id, group in labelled.groupby(pd.to_numeric(labelled["version_id"]).fillna(-1)):
         name = f"v{versions[int(version_id)]}" if int(version_id) in versions else "unversioned"
         if len(group) >= min_labels:
-            metrics: Mapping[str, Any] = _metrics(model, group)
-            out[name] = {k: metrics.get(k) for k in ("n", "accuracy", "f1_macro", "mae", "rmse", "r2")}
+            metrics = metrics_read(_metrics(model, group))
+            out[name] = {
+                "n": metrics.n,
+                "accuracy": metrics.value("accuracy"),
+                "f1_macro": metrics.value("f1_macro"),
+                "mae": metrics.value("mae"),
+                "rmse": metrics.value("rmse"),
+                "r2": metrics.value("r2"),
+            }
     return out
 
 
-def _estimate(
-    model: RegisteredModel, frame: pd.DataFrame, reference: ReferenceState | None
-) -> dict[str, Any]:
+def _estimate(model: RegisteredModel, frame: pd.DataFrame, reference: ReferenceState | None) -> EstimatedDict:
     if not model.is_classification:
         return _estimate_mae(frame, reference)
     if reference is not None and reference.estimate_unavailable:
@@ -365,12 +397,12 @@ def _estimate(
     return {"metric": "accuracy", "value": value, "ci": [low, high], "method": "CBPE (calibrated confidence)"}
 
 
-def _unavailable(reason: str) -> dict[str, Any]:
+def _unavailable(reason: str) -> EstimatedDict:
     """An estimate that could not be made, and why (shown beside the check)."""
     return {"metric": "accuracy", "value": None, "available": False, "reason": reason}
 
 
-def _estimate_mae(frame: pd.DataFrame, reference: ReferenceState | None) -> dict[str, Any]:
+def _estimate_mae(frame: pd.DataFrame, reference: ReferenceState | None) -> EstimatedDict:
     if reference is None or reference.loss_estimator is None or frame[PREDICTION].isna().any():
         return {}
     value, low, high = estimate_mae(reference.loss_estimator, frame)

@@ -11,6 +11,7 @@ from monitoring.models import Alert, AlertState, CheckDistribution, CheckState, 
 from monitoring.policy import default_metric
 from registry.models import RegisteredModel
 from registry.reference import PREDICTION
+from workers.drift.result import StoredCheck, StoredScore, check_read, drift_read, score_read
 
 
 def policy_for(model: RegisteredModel) -> MonitoringPolicy:
@@ -18,6 +19,23 @@ def policy_for(model: RegisteredModel) -> MonitoringPolicy:
     writes; monitoring.policy.policy_ensure stores it)."""
     policy = MonitoringPolicy.objects.filter(model=model).first()
     return policy or MonitoringPolicy(model=model, metric=default_metric(model.task))
+
+
+CHECK_JSON_COLUMNS = (
+    "metrics",
+    "estimated",
+    "per_version",
+    "labels",
+    "drift",
+    "prediction_drift",
+    "data_quality",
+    "decisions",
+)
+
+
+def check_result(*, check: QualityCheck) -> StoredCheck:
+    """The check's eight JSON columns, read into the typed result (workers.drift.result)."""
+    return check_read({name: getattr(check, name) for name in CHECK_JSON_COLUMNS})
 
 
 def check_get(*, check_id: int) -> QualityCheck:
@@ -118,8 +136,8 @@ def column_drift_series(
     limit: int = 500,
 ) -> list[dict[str, Any]]:
     """One point per finished check (the newest ``limit`` in the range, oldest first): its id,
-    window end and the stored drift of ``column`` (``{}`` when it was not measured). Reads that
-    one JSON value of each check row, never the samples."""
+    window end and the stored drift of ``column`` (a ``StoredScore``, None when it was not
+    measured). Reads that one JSON value of each check row, never the samples."""
     checks = QualityCheck.objects.filter(model=model, state=CheckState.DONE)
     if start is not None:
         checks = checks.filter(window_end__gt=start)
@@ -128,7 +146,8 @@ def column_drift_series(
     rows = checks.annotate(stored=_stored_column(column)).order_by("-window_end", "-pk")
     newest = list(rows.values("pk", "window_end", "stored")[:limit])
     return [
-        {"id": r["pk"], "window_end": r["window_end"], "column": r["stored"] or {}} for r in reversed(newest)
+        {"id": r["pk"], "window_end": r["window_end"], "column": score_read(r["stored"])}
+        for r in reversed(newest)
     ]
 
 
@@ -144,8 +163,8 @@ def check_distribution_get(*, check: QualityCheck, column: str) -> CheckDistribu
     return CheckDistribution.objects.filter(quality_check=check, column=column).first()
 
 
-def check_column_drift(*, check: QualityCheck, column: str) -> dict[str, Any]:
-    stored = (
-        check.prediction_drift if column == PREDICTION else (check.drift or {}).get("columns", {}).get(column)
-    )
-    return dict(stored or {})
+def check_column_drift(*, check: QualityCheck, column: str) -> StoredScore | None:
+    if column == PREDICTION:
+        return score_read(check.prediction_drift)
+    columns = drift_read(check.drift).columns
+    return columns[column] if column in columns else None

@@ -20,6 +20,7 @@ from observability.broker import queue_depths
 from registry.models import RegisteredModel
 from retraining.inventory import stale_after
 from retraining.models import ACTIVE_STATES, GpuDevice, JobState, RetrainJob
+from workers.drift.result import estimate_read, metrics_read
 
 logger = logging.getLogger(__name__)
 
@@ -92,14 +93,14 @@ def _quality_families(done: list[dict[str, Any]]) -> Iterator[Metric]:
     for row in done:
         name = row["model__name"]
         duration.add_metric([name], (row["finished_at"] - row["started_at"]).total_seconds())
+        metrics = metrics_read(row["metrics"])  # stored check JSON is read only through its reader
         for metric in QUALITY_METRICS:
-            value = (row["metrics"] or {}).get(metric)
-            if _number(value):
-                realised.add_metric([name, metric], float(value))
-        guess = row["estimated"] or {}
-        guessed = guess.get("value")
-        if _number(guessed):
-            estimated.add_metric([name, str(guess.get("metric", ""))], float(guessed))
+            value = metrics.value(metric)
+            if value is not None:
+                realised.add_metric([name, metric], value)
+        guess = estimate_read(row["estimated"])
+        if guess.value is not None:
+            estimated.add_metric([name, guess.metric], guess.value)
         if _number(row["drift__share"]):
             drift.add_metric([name], float(row["drift__share"]))
     yield from (duration, realised, estimated, drift)

@@ -21,13 +21,14 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from core.transient import TRANSIENT_ERRORS, is_transient
 from registry.models import ModelVersion
 from registry.reference import LABEL, PREDICTION, PROBA_PREFIX, frame_to_parquet
 from registry.services import version_create
 from retraining.inputs import TrainingData, champion_predictor, job_recipe, training_data
 from retraining.joblog import job_log
-from retraining.models import JobProgress, JobState, RetrainJob, RetrainPolicy
-from retraining.placement import placed_plan, placement_cap, placement_guard
+from retraining.models import WORKING_STATES, JobProgress, JobState, RetrainJob, RetrainPolicy
+from retraining.placement import placed_plan, placement_cap, placement_guard, placement_request
 from retraining.promotion import job_decide
 from retraining.selectors import retrain_policy_for
 from workers.training import engine
@@ -71,6 +72,8 @@ def job_run(*, job_id: int) -> str:
     except engine.TrainingCancelled as exc:
         _finish(job, JobState.CANCELLED, str(exc))
     except Exception as exc:
+        if is_transient(exc) and _requeue_after_blip(job, exc):
+            return JobState.QUEUED
         logger.exception("retrain job=%s model=%s failed", job.pk, job.model_id)
         job_log(job.pk, "failed:\n" + traceback.format_exc())
         _finish(job, JobState.FAILED, f"{type(exc).__name__}: {exc}")
@@ -88,6 +91,26 @@ def _release_device_memory() -> None:
     if torch is not None and torch.cuda.is_available():
         gc.collect()
         torch.cuda.empty_cache()
+
+
+def _requeue_after_blip(job: RetrainJob, exc: Exception) -> bool:
+    """A database or broker blip is not the job's fault: back to queued and placed again, within
+    the policy's attempts (as the reaper counts them). If even that fails, the job keeps its
+    stale heartbeat and the reaper re-queues it. False: the job has used its attempts."""
+    try:
+        with transaction.atomic():
+            attempts = RetrainJob.objects.filter(pk=job.pk).values_list("attempts", flat=True).first() or 0
+            if attempts >= retrain_policy_for(job.model).max_attempts:
+                return False
+            if not RetrainJob.objects.filter(pk=job.pk, state__in=WORKING_STATES).update(
+                state=JobState.QUEUED, progress={}
+            ):
+                return False
+            job_log(job.pk, f"transient {type(exc).__name__}: {exc}; re-queued")
+            placement_request(job)
+    except TRANSIENT_ERRORS:
+        logger.warning("retrain job=%s: re-queue failed too; the reaper will", job.pk, exc_info=True)
+    return True
 
 
 def _finish(job: RetrainJob, state: str, error: str = "") -> None:
@@ -144,12 +167,12 @@ def _device() -> str:
 
 def _budget(device: str) -> int:
 
-    configured = getattr(settings, "DRIFTWATCH_RETRAIN_BUDGET_BYTES", None)
+    configured = settings.DRIFTWATCH_RETRAIN_BUDGET_BYTES
     return int(configured) if configured else available_memory_bytes(device)
 
 
 def _margin() -> float:
-    return float(getattr(settings, "DRIFTWATCH_RETRAIN_MARGIN", 0.10))
+    return float(settings.DRIFTWATCH_RETRAIN_MARGIN)
 
 
 def _job_plan(job: RetrainJob, recipe: Recipe, prepared: engine.Prepared) -> engine.TrainingPlan:
@@ -192,7 +215,7 @@ def _train(
     job: RetrainJob, recipe: Recipe, prepared: engine.Prepared, plan: engine.TrainingPlan
 ) -> engine.TrainingResult:
     """Train; an OOM is recorded with its plan, re-planned smaller and retried once."""
-    cap = placement_cap(job.pk) or getattr(settings, "DRIFTWATCH_RETRAIN_MEMORY_CAP_BYTES", None)
+    cap = placement_cap(job.pk) or settings.DRIFTWATCH_RETRAIN_MEMORY_CAP_BYTES
     watch = _Watch(job.pk)
     for attempt in range(2):
         try:
@@ -239,7 +262,7 @@ class _Watch:
 
     def __init__(self, job_id: int) -> None:
         self.job_id = job_id
-        self.every = float(getattr(settings, "DRIFTWATCH_RETRAIN_HEARTBEAT_SECONDS", 5))
+        self.every = float(settings.DRIFTWATCH_RETRAIN_HEARTBEAT_SECONDS)
         self.last = 0.0
         self.epochs = 0
         self.history: list[list[float | None]] = []

@@ -14,6 +14,7 @@ from monitoring.window import window_load
 from registry.models import ModelVersion, ReferenceDataset, RegisteredModel
 from registry.reference import LABEL, PREDICTION
 from retraining.models import RetrainJob, RetrainPolicy
+from workers.drift.result import decisions_read
 from workers.training.artifacts import Predictor
 from workers.training.data import Split, time_ordered_split
 from workers.training.recipes import Recipe, RecipeNotAllowed, builtin_recipe, recipe_from_dict
@@ -62,7 +63,7 @@ def _drop_unusable_windows(model: RegisteredModel, frame: pd.DataFrame, start: d
     checks = QualityCheck.objects.filter(model=model, state=CheckState.DONE, window_end__gt=start)
     keep = pd.Series(True, index=frame.index)
     for check in checks.only("window_start", "window_end", "decisions"):
-        if (check.decisions or {}).get("usable_for_training", True) is False:
+        if not decisions_read(check.decisions).usable_for_training:
             inside = (frame["timestamp"] >= check.window_start) & (frame["timestamp"] < check.window_end)
             keep &= ~inside
     return frame[keep]

@@ -32,7 +32,7 @@ class DeviceReport:
 
 
 def stale_after() -> timedelta:
-    return timedelta(seconds=float(getattr(settings, "DRIFTWATCH_GPU_STALE_SECONDS", 30)))
+    return timedelta(seconds=settings.DRIFTWATCH_GPU_STALE_SECONDS)
 
 
 def devices_report(*, host: str, devices: list[DeviceReport], now: datetime | None = None) -> list[GpuDevice]:

@@ -23,6 +23,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.enqueue import enqueue
+from core.transient import is_transient
 from retraining.inputs import champion_predictor, job_recipe, training_data
 from retraining.inventory import (
     device_is_live,
@@ -43,11 +44,11 @@ logger = logging.getLogger(__name__)
 
 
 def _margin() -> float:
-    return float(getattr(settings, "DRIFTWATCH_RETRAIN_MARGIN", 0.10))
+    return float(settings.DRIFTWATCH_RETRAIN_MARGIN)
 
 
 def _max_skips() -> int:
-    return int(getattr(settings, "DRIFTWATCH_GPU_MAX_SKIPS", 3))
+    return int(settings.DRIFTWATCH_GPU_MAX_SKIPS)
 
 
 # -- requests ------------------------------------------------------------------------------------
@@ -156,8 +157,13 @@ def _size_unsized(now: datetime) -> None:
     for placement in unsized.select_related("job", "job__model", "job__champion"):
         try:
             need, plan = job_size(placement.job, budget_bytes=largest)
-        except Exception as exc:  # bad data or a recipe that cannot be built: the job fails
-            _fail(placement.job, f"{type(exc).__name__}: {exc}")
+        except Exception as exc:
+            if is_transient(exc):
+                # A database or broker blip: the job stays queued and unsized; the round fails
+                # and its task retries it with backoff (workers.tasks.base).
+                logger.warning("retrain job=%s sizing interrupted, retried: %s", placement.job_id, exc)
+                raise
+            _fail(placement.job, f"{type(exc).__name__}: {exc}")  # bad data or recipe: for good
             continue
         # Compare-and-set: a concurrent round may have sized and placed it meanwhile.
         GpuPlacement.objects.filter(pk=placement.pk, need_bytes__isnull=True).update(

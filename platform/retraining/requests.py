@@ -10,17 +10,18 @@ from django.utils import timezone
 
 from core.audit import audit_record
 from core.errors import Conflict
-from monitoring.models import Alert, AlertKind, AlertState, QualityCheck
+from monitoring.alert_kinds import retrain_alert_kinds
+from monitoring.models import Alert, AlertState, QualityCheck
 from monitoring.selectors import policy_for
 from registry.models import ModelVersion, RegisteredModel, VersionStatus
 from retraining.joblog import job_log
 from retraining.models import ACTIVE_STATES, Decision, GpuPlacement, JobState, RetrainJob, Trigger
 from retraining.placement import placement_request
 from retraining.selectors import retrain_policy_for
+from workers.drift.result import decisions_read
 
 logger = logging.getLogger(__name__)
 
-RETRAIN_ALERT_KINDS = (AlertKind.ACCURACY_DROP, AlertKind.ESTIMATED_ACCURACY_DROP)
 # An alert whose job failed the gate (or failed) may try again once the retrain cooldown is over:
 # with more post-drift data the next challenger can pass. So may one whose promoted champion still
 # breaches in a later check. A person's decision (waiting, rejected, rolled back) stops it.
@@ -92,7 +93,7 @@ def jobs_from_alerts(*, now: datetime | None = None) -> int:
     it is unusable for training."""
     now = now or timezone.now()
     created = 0
-    alerts = Alert.objects.filter(kind__in=RETRAIN_ALERT_KINDS).exclude(state=AlertState.RESOLVED)
+    alerts = Alert.objects.filter(kind__in=retrain_alert_kinds()).exclude(state=AlertState.RESOLVED)
     for alert in alerts.select_related("model", "opened_by", "last_check"):
         if _alert_should_retrain(alert, now):
             try:
@@ -109,7 +110,7 @@ def _alert_should_retrain(alert: Alert, now: datetime) -> bool:
     if RetrainJob.objects.filter(alert=alert, decision__in=HUMAN_OR_WAITING).exists():
         return False  # a person decided on this alert's challenger, or one waits for them
     check = alert.last_check or alert.opened_by
-    if check is None or not (check.decisions or {}).get("usable_for_training", False):
+    if check is None or not decisions_read(check.decisions).usable_for_training:
         return False
     if not _breach_is_news(alert, check):
         return False
@@ -139,5 +140,5 @@ def _breach_is_news(alert: Alert, check: QualityCheck) -> bool:
     return (
         fresh
         and check.version_id == promoted.result_version_id
-        and bool(check.decisions.get("accuracy_drop"))
+        and decisions_read(check.decisions).verdict("accuracy_drop") is True
     )

@@ -24,7 +24,7 @@ BEAT_TASKS: BeatTasks = {
 
 
 def stale_after() -> timedelta:
-    return timedelta(seconds=float(getattr(settings, "DRIFTWATCH_RETRAIN_STALE_SECONDS", 120)))
+    return timedelta(seconds=settings.DRIFTWATCH_RETRAIN_STALE_SECONDS)
 
 
 def jobs_reap_stale(*, now: datetime | None = None) -> int:

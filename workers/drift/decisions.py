@@ -5,9 +5,17 @@ is not drift: it suppresses the drift decisions instead of being mistaken for th
 """
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, NotRequired, TypedDict
+
+from workers.drift.result import (
+    Measures,
+    data_quality_read,
+    drift_read,
+    estimate_read,
+    metrics_read,
+    score_read,
+)
 
 # Metrics where a larger value is worse; every other metric is better when larger.
 LOWER_IS_BETTER = frozenset({"mae", "rmse", "log_loss"})
@@ -56,11 +64,13 @@ def breach(value: float | None, thresholds: Thresholds) -> bool | None:
     return bool(value > baseline + thresholds.tolerance)
 
 
-def decisions_make(result: Mapping[str, Any], thresholds: Thresholds, *, enough: bool) -> Decisions:
-    """`result`: the check's metrics, estimated, drift, prediction_drift and data_quality;
-    `enough`: the window has the policy's minimum of samples."""
-    broken = bool(result["data_quality"].get("broken_feed")) if result["data_quality"] else None
-    value = result["metrics"].get(thresholds.metric) if result["metrics"] else None
+def decisions_make(result: Measures, thresholds: Thresholds, *, enough: bool) -> Decisions:
+    """`result`: the check's metrics, estimated, drift, prediction_drift and data_quality (read
+    through ``workers.drift.result``, as every stored check is); `enough`: the window has the
+    policy's minimum of samples."""
+    broken = bool(data_quality_read(result["data_quality"]).broken_feed) if result["data_quality"] else None
+    value = metrics_read(result["metrics"]).value(thresholds.metric)
+    drift, prediction = drift_read(result["drift"]), score_read(result["prediction_drift"])
     decisions: Decisions = {
         "baseline": thresholds.baseline,
         "metric": thresholds.metric,
@@ -69,16 +79,16 @@ def decisions_make(result: Mapping[str, Any], thresholds: Thresholds, *, enough:
         "accuracy_drop": breach(value, thresholds),
         "estimated_accuracy_drop": None,
         "data_quality": broken if enough or broken else None,
-        "data_drift": result["drift"].get("dataset_drift") if result["drift"] else None,
-        "multivariate_drift": (result["drift"].get("multivariate") or {}).get("drifted"),
-        "prediction_drift": result["prediction_drift"].get("drifted") if result["prediction_drift"] else None,
+        "data_drift": drift.dataset_drift,
+        "multivariate_drift": drift.multivariate.drifted if drift.multivariate else None,
+        "prediction_drift": prediction.drifted if prediction else None,
         "usable_for_training": bool(enough and broken is False),
     }
-    estimated = result["estimated"]
-    if estimated.get("metric", "accuracy") == thresholds.metric and thresholds.estimate_baseline:
+    estimated = estimate_read(result["estimated"])
+    if estimated.metric == thresholds.metric and thresholds.estimate_baseline:
         # The estimate (CBPE accuracy, DLE MAE) against what it reads on the reference itself.
         against = replace(thresholds, baseline=thresholds.estimate_baseline)
-        decisions["estimated_accuracy_drop"] = breach(estimated.get("value"), against)
+        decisions["estimated_accuracy_drop"] = breach(estimated.value, against)
     if broken:
         # A broken feed is not drift: its "drift" says nothing about the world.
         decisions["data_drift"] = decisions["prediction_drift"] = decisions["multivariate_drift"] = None

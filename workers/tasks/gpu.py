@@ -107,7 +107,7 @@ def _start_heartbeat(sender: Any = None, **_kwargs: Any) -> None:
     consumed = {q.name for q in getattr(getattr(sender, "task_consumer", None), "queues", [])}
     if not any(name.startswith(queues.TRAIN_QUEUE_PREFIX + ".") for name in consumed):
         return
-    every = float(getattr(settings, "DRIFTWATCH_GPU_HEARTBEAT_SECONDS", 10))
+    every = float(settings.DRIFTWATCH_GPU_HEARTBEAT_SECONDS)
     thread = threading.Thread(
         target=_loop, args=(consumed, gpu_host(), every), daemon=True, name="gpu-heartbeat"
     )

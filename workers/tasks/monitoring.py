@@ -14,27 +14,27 @@ from monitoring.reports import check_report_render, reports_reap_stuck
 from monitoring.scheduling import checks_dispatch_due, checks_reap_stuck
 from monitoring.window import parse_window_spec
 from workers import queues
-from workers.celery_app import app
+from workers.tasks.base import instrumented_task
 
 logger = logging.getLogger(__name__)
 
 
-@app.task(name=queues.CHECKS_RUN_DUE)
+@instrumented_task(queues.CHECKS_RUN_DUE)
 def run_due_checks() -> int:
     return checks_dispatch_due()
 
 
-@app.task(name=queues.CHECKS_REAP_STUCK)
+@instrumented_task(queues.CHECKS_REAP_STUCK)
 def reap_stuck_checks() -> int:
     return checks_reap_stuck() + notifications_reap_stuck() + reports_reap_stuck()
 
 
-@app.task(name=queues.CHECKS_REFRESH_LABELS)
+@instrumented_task(queues.CHECKS_REFRESH_LABELS)
 def refresh_labels() -> int:
     return checks_labels_refresh()
 
 
-@app.task(name=queues.CHECK_MODEL, bind=True)
+@instrumented_task(queues.CHECK_MODEL, bind=True)
 def check_model(self: Any, model_id: int, window_spec: str, window_end: str) -> int | None:
     window = parse_window_spec(window_spec, datetime.fromisoformat(window_end))
     # The task id owns the row: a redelivery of this message after a kill takes over at once.
@@ -42,26 +42,24 @@ def check_model(self: Any, model_id: int, window_spec: str, window_end: str) -> 
     return check.pk if check else None
 
 
-@app.task(
-    name=queues.DELIVER_NOTIFICATION,
-    # Celery's own backoff: about 10 s, 20 s, 40 s, ... (jittered, at most 10 min), 5 retries.
-    autoretry_for=(TransientDeliveryError,),
-    retry_backoff=10,
-    retry_backoff_max=600,
-    retry_jitter=True,
+@instrumented_task(
+    queues.DELIVER_NOTIFICATION,
+    # Backoff 10 s, 20 s, 40 s, ... (at most 5 min), 5 retries.
+    transient=(TransientDeliveryError,),
+    backoff=10,
     max_retries=5,
 )
 def deliver_notification(notification_id: int) -> str:
     try:
         return notification_deliver(notification_id=notification_id)
     except TransientDeliveryError:
-        raise  # retried by autoretry_for
+        raise  # retried by the task wrapper
     except Exception:
         # A refusal (4xx) or bad config: recorded as failed on the row, never retried.
         logger.exception("notification %s failed for good", notification_id)
         return "failed"
 
 
-@app.task(name=queues.RENDER_REPORT)
+@instrumented_task(queues.RENDER_REPORT)
 def render_report(check_id: int) -> str | None:
     return check_report_render(check_id=check_id)

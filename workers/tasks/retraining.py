@@ -5,7 +5,6 @@ the broker's redelivery, is the source of truth: a re-run finds the job claimed 
 """
 
 import logging
-from typing import Any
 
 from monitoring.notify import TransientDeliveryError
 from retraining.execution import job_run
@@ -14,12 +13,12 @@ from retraining.requests import jobs_from_alerts
 from retraining.scheduling import jobs_reap_stale
 from retraining.webhooks import webhook_deliver
 from workers import queues
-from workers.celery_app import app
+from workers.tasks.base import instrumented_task
 
 logger = logging.getLogger(__name__)
 
 
-@app.task(name=queues.RETRAIN_RUN)
+@instrumented_task(queues.RETRAIN_RUN)
 def run_retrain_job(job_id: int, placement_token: int | None = None) -> str:
     if not placement_is_current(job_id, placement_token):
         logger.info("retrain job %s was placed again since this message: ignored", job_id)
@@ -27,24 +26,21 @@ def run_retrain_job(job_id: int, placement_token: int | None = None) -> str:
     return job_run(job_id=job_id)
 
 
-@app.task(name=queues.RETRAIN_PLACE)
+@instrumented_task(queues.RETRAIN_PLACE)
 def place_retrain_jobs() -> int:
     return jobs_place()
 
 
-@app.task(name=queues.RETRAIN_FROM_ALERTS)
+@instrumented_task(queues.RETRAIN_FROM_ALERTS)
 def retrain_jobs_from_alerts() -> int:
     return jobs_from_alerts()
 
 
-@app.task(name=queues.RETRAIN_REAP)
+@instrumented_task(queues.RETRAIN_REAP)
 def reap_stale_retrain_jobs() -> int:
     return jobs_reap_stale()
 
 
-@app.task(name=queues.RETRAIN_WEBHOOK, bind=True, max_retries=5, default_retry_delay=10)
-def deliver_retrain_webhook(self: Any, job_id: int, event: str) -> str:
-    try:
-        return webhook_deliver(job_id=job_id, event=event)
-    except TransientDeliveryError as exc:
-        raise self.retry(exc=exc, countdown=10 * 2**self.request.retries) from exc
+@instrumented_task(queues.RETRAIN_WEBHOOK, transient=(TransientDeliveryError,), backoff=10, max_retries=5)
+def deliver_retrain_webhook(job_id: int, event: str) -> str:
+    return webhook_deliver(job_id=job_id, event=event)

@@ -5,10 +5,10 @@ import sysconfig
 
 from core import enqueue
 from workers import queues
-from workers.celery_app import app
+from workers.tasks.base import instrumented_task
 
 
-@app.task(name=queues.PLATFORM_INFO)
+@instrumented_task(queues.PLATFORM_INFO)
 def platform_info() -> dict[str, str]:
     """Proves inside a worker that `import platform` is the standard-library module."""
     return {
@@ -18,7 +18,7 @@ def platform_info() -> dict[str, str]:
     }
 
 
-@app.task(name=queues.OUTBOX_FLUSH)
+@instrumented_task(queues.OUTBOX_FLUSH)
 def outbox_flush() -> int:
     """Re-send the messages the broker refused while it was down (core.enqueue)."""
     return enqueue.outbox_flush()

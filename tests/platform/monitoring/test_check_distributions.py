@@ -13,6 +13,7 @@ from registry.models import RegisteredModel
 from registry.reference import PREDICTION
 from tests.clock import T0
 from tests.platform.monitoring.factories import monitored_model, rows, send
+from workers.drift.result import score_read
 
 pytestmark = pytest.mark.django_db
 
@@ -68,12 +69,12 @@ def test_the_series_is_one_stored_score_per_check_oldest_first() -> None:
     model, good, bad = _drifted()
     series = column_drift_series(model=model, column="x1")
     assert [p["id"] for p in series] == [good.pk, bad.pk]
-    assert [p["column"]["score"] for p in series] == [
+    assert [p["column"].score for p in series] == [
         good.drift["columns"]["x1"]["score"],
         bad.drift["columns"]["x1"]["score"],
     ]
     prediction = column_drift_series(model=model, column=PREDICTION)
-    assert prediction[-1]["column"] == bad.prediction_drift
+    assert prediction[-1]["column"] == score_read(bad.prediction_drift)
     effects = column_effects(model=model, column="x1", check_ids=[good.pk, bad.pk])
     assert set(effects) == {good.pk, bad.pk}
 
