@@ -85,6 +85,21 @@ def _column_head(check: QualityCheck) -> dict[str, Any]:
     }
 
 
+def _descriptor_rows(feature: str, checks: list[QualityCheck]) -> list[dict[str, Any]]:
+    """The feature's sub-rows: one per descriptor a check stored for it (text features)."""
+    stored = [(c.drift or {}).get("descriptors", {}).get(feature, {}) for c in checks]
+    names = list(dict.fromkeys(d for entries in stored for d in entries))
+    return [
+        {
+            "name": f"{feature} · {d}",
+            "feature": feature,
+            "is_descriptor": True,
+            "cells": [{**drift_cell(e.get(d)), "check": c.pk} for c, e in zip(checks, stored, strict=True)],
+        }
+        for d in names
+    ]
+
+
 def drift_heatmap(*, model: RegisteredModel, trange: TimeRange | None = None) -> dict[str, Any] | None:
     """Rows: features then the prediction; columns: the latest checks in the range, oldest first."""
     checks = checks_recent(model=model, limit=HEATMAP_CHECKS, done_only=True, trange=trange)
@@ -92,15 +107,11 @@ def drift_heatmap(*, model: RegisteredModel, trange: TimeRange | None = None) ->
     if not checks:
         return None
     # Each cell names its check: a click opens that feature's drill-down at that check.
-    rows: list[dict[str, Any]] = [
-        {
-            "name": n,
-            "cells": [
-                {**drift_cell((c.drift or {}).get("columns", {}).get(n)), "check": c.pk} for c in checks
-            ],
-        }
-        for n in _feature_names(model, checks)
-    ]
+    rows: list[dict[str, Any]] = []
+    for n in _feature_names(model, checks):
+        cells = [{**drift_cell((c.drift or {}).get("columns", {}).get(n)), "check": c.pk} for c in checks]
+        rows.append({"name": n, "feature": n, "cells": cells})
+        rows.extend(_descriptor_rows(n, checks))
     if any((c.drift or {}).get("multivariate") for c in checks):
         cells = [drift_cell((c.drift or {}).get("multivariate")) for c in checks]
         rows.append(
