@@ -88,7 +88,7 @@ def _column_head(check: QualityCheck) -> dict[str, Any]:
 def _descriptor_rows(feature: str, checks: list[QualityCheck]) -> list[dict[str, Any]]:
     """The feature's sub-rows: one per descriptor a check stored for it (text features)."""
     stored = [(c.drift or {}).get("descriptors", {}).get(feature, {}) for c in checks]
-    names = list(dict.fromkeys(d for entries in stored for d in entries))
+    names = sorted({d for entries in stored for d in entries})  # JSONB keeps no key order
     return [
         {
             "name": f"{feature} · {d}",
