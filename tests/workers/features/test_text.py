@@ -8,6 +8,7 @@ import pytest
 from evidently.legacy.calculations.stattests.text_content_drift import _perc_text_content_drift
 from evidently.legacy.calculations.stattests.text_content_drift_abs import _abs_text_content_drift
 from evidently.legacy.core import ColumnType
+from evidently.legacy.utils.data_drift_utils import roc_auc_random_classifier_percentile
 
 from workers.drift.descriptors import descriptor_drift
 from workers.drift.engine import data_drift
@@ -20,6 +21,7 @@ from workers.features.text import (
     length_words,
     non_letter_share,
     oov_share,
+    random_auc_percentile,
     words,
 )
 
@@ -115,6 +117,16 @@ def test_the_text_decision_and_score_equal_evidentlys(
     assert column.method == method and column.higher_is_drift is True
     assert column.score is not None and column.score == expected_score
     assert column.drifted == bool(expected_drift)
+
+
+@pytest.mark.parametrize(("n_zero", "n_one"), [(150, 100), (40, 260)])
+def test_the_percentile_threshold_equals_evidentlys(n_zero: int, n_one: int) -> None:
+    y = np.array([0] * n_zero + [1] * n_one)
+    np.random.default_rng(n_zero).shuffle(y)
+    state = np.random.get_state()
+    ours = random_auc_percentile(y, p_value=1 - 0.95)
+    assert all(np.array_equal(a, b) for a, b in zip(state, np.random.get_state(), strict=True))
+    assert ours == roc_auc_random_classifier_percentile(y, p_value=1 - 0.95)  # reseeds numpy
 
 
 def test_a_vocabulary_shift_is_detected_by_the_classifier_and_the_oov_descriptor() -> None:
