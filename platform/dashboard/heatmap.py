@@ -78,6 +78,26 @@ def _column_head(check: QualityCheck, drift: StoredDrift) -> dict[str, Any]:
     }
 
 
+def _descriptor_rows(
+    feature: str, checks: list[QualityCheck], drifts: list[StoredDrift]
+) -> list[dict[str, Any]]:
+    """The feature's sub-rows: one per descriptor a check stored for it (text features)."""
+    stored = [d.descriptors[feature] if feature in d.descriptors else {} for d in drifts]
+    names = sorted({d for entries in stored for d in entries})  # JSONB keeps no key order
+    return [
+        {
+            "name": f"{feature} · {d}",
+            "feature": feature,
+            "is_descriptor": True,
+            "cells": [
+                {**drift_cell(e[d] if d in e else None), "check": c.pk}
+                for c, e in zip(checks, stored, strict=True)
+            ],
+        }
+        for d in names
+    ]
+
+
 def drift_heatmap(*, model: RegisteredModel, trange: TimeRange | None = None) -> dict[str, Any] | None:
     """Rows: features then the prediction; columns: the latest checks in the range, oldest first."""
     checks = checks_recent(model=model, limit=HEATMAP_CHECKS, done_only=True, trange=trange)
@@ -86,16 +106,14 @@ def drift_heatmap(*, model: RegisteredModel, trange: TimeRange | None = None) ->
         return None
     drifts = [drift_read(c.drift) for c in checks]
     # Each cell names its check: a click opens that feature's drill-down at that check.
-    rows: list[dict[str, Any]] = [
-        {
-            "name": n,
-            "cells": [
-                {**drift_cell(d.columns[n] if n in d.columns else None), "check": c.pk}
-                for c, d in zip(checks, drifts, strict=True)
-            ],
-        }
-        for n in _feature_names(model, drifts)
-    ]
+    rows: list[dict[str, Any]] = []
+    for n in _feature_names(model, drifts):
+        cells = [
+            {**drift_cell(d.columns[n] if n in d.columns else None), "check": c.pk}
+            for c, d in zip(checks, drifts, strict=True)
+        ]
+        rows.append({"name": n, "feature": n, "cells": cells})
+        rows.extend(_descriptor_rows(n, checks, drifts))
     if any(d.multivariate for d in drifts):
         cells = [drift_cell(d.multivariate) for d in drifts]
         rows.append(

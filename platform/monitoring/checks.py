@@ -35,6 +35,7 @@ from registry.reference import LABEL, PREDICTION
 from workers.drift import data_drift
 from workers.drift.data_quality import data_quality
 from workers.drift.decisions import Decisions, Thresholds, decisions_make
+from workers.drift.descriptors import descriptor_drift
 from workers.drift.distribution import DistributionDict, column_distribution
 from workers.drift.dle import estimate_mae
 from workers.drift.estimation import estimate_accuracy
@@ -250,6 +251,8 @@ def check_compute(
                 drift_share=policy.drift_share,
                 methods=policy_drift_methods(policy),
             ).to_dict()
+            if descriptors := descriptor_drift(reference.summary, frame, features):
+                drift["descriptors"] = descriptors
             if reference.multivariate is not None:
                 drift["multivariate"] = multivariate_drift(reference.multivariate, frame)
             measures["drift"] = drift

@@ -40,6 +40,8 @@ class DriftDict(TypedDict):
     drift_share: float
     number_of_drifted_columns: int
     multivariate: NotRequired[MultivariateDriftDict]  # added by the check when the reference has one
+    # feature -> descriptor -> its drift entry, for types that derive descriptors (text)
+    descriptors: NotRequired[dict[str, dict[str, ColumnDriftDict]]]
 
 
 DEFAULT_DRIFT_SHARE = 0.5  # evidently DataDriftPreset(drift_share=0.5): dataset drift if share >= it

@@ -252,12 +252,13 @@ def score_read(raw: object) -> StoredScore | None:
 @dataclass(frozen=True)
 class StoredDrift:
     """``QualityCheck.drift``. Defaults: no column measured, no share, dataset drift undecided,
-    no multivariate score."""
+    no multivariate score, no descriptors (feature -> descriptor -> score, text features)."""
 
     columns: Mapping[str, StoredScore] = field(default_factory=dict)
     share: float | None = None
     dataset_drift: bool | None = None
     multivariate: StoredScore | None = None
+    descriptors: Mapping[str, Mapping[str, StoredScore]] = field(default_factory=dict)
 
     @property
     def drifted_columns(self) -> list[str]:
@@ -273,6 +274,10 @@ def drift_read(raw: object) -> StoredDrift:
         share=number(stored.get("share")),
         dataset_drift=dataset_drift if isinstance(dataset_drift, bool) else None,
         multivariate=score_read(stored.get("multivariate")),
+        descriptors={
+            str(feature): {str(d): s for d, e in _json(entries).items() if (s := score_read(e))}
+            for feature, entries in _json(stored.get("descriptors")).items()
+        },
     )
 
 

@@ -130,6 +130,11 @@ class FeatureKind(ABC, Generic[S]):
         """``drift`` by one of ``methods()``."""
         raise ValueError(f"{self.name} features have no drift method {method!r}")
 
+    def descriptor_drift(self, summary: S, values: pd.Series) -> dict[str, DriftScore | None]:
+        """Scores of values derived from the column (a text's length, ...), tested beside the
+        column's own decision and stored under ``drift["descriptors"][column]`` (default: none)."""
+        return {}
+
     @abstractmethod
     def distribution(self, summary: S, values: pd.Series) -> DistributionDict | None:
         """Reference vs window for the drill-down; None when either side is empty."""

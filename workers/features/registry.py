@@ -22,6 +22,7 @@ BUILTINS = {
     "numerical": "workers.features.numerical",
     "categorical": "workers.features.categorical",
     "embedding": "workers.features.embedding",
+    "text": "workers.features.text",
 }
 _REGISTRY: dict[str, FeatureKind[Any]] = {}
 _builtins_loaded = False

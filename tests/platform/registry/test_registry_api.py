@@ -29,7 +29,7 @@ def test_registering_a_taken_name_is_a_409(ingest: APIClient) -> None:
     [
         ({"task": "ranking"}, "task"),
         ({"features": []}, "features"),
-        ({"features": [{"name": "a", "type": "text"}]}, "features.type"),
+        ({"features": [{"name": "a", "type": "audio"}]}, "features.type"),
         (
             {"features": [{"name": "a", "type": "numerical"}, {"name": "a", "type": "numerical"}]},
             "features.name",

@@ -39,7 +39,7 @@ def test_looking_up_an_unknown_type_raises_naming_the_registered_ones() -> None:
 )
 def test_every_engine_refuses_an_unknown_type(use: object) -> None:
     with pytest.raises(UnknownFeatureType):
-        use({"v": "text", "w": "numerical"})  # type: ignore[operator]
+        use({"v": "audio", "w": "numerical"})  # type: ignore[operator]
 
 
 @pytest.mark.parametrize(
