@@ -29,6 +29,7 @@ class JobView:
     plan: str  # the job's plan, or the placement's while it waits on a device
     placement: str
     estimated_bytes: int | None
+    sized_at_placement: bool  # the estimate is the placement round's (no worker re-planned since)
     measured_ratio: float | None  # measured / estimated peak
     duration_seconds: float | None  # started → finished (or now, while it runs)
     energy: str
@@ -40,7 +41,8 @@ def job_view(job: RetrainJob, *, now: datetime | None = None) -> JobView:
     progress: dict[str, Any] = job.progress or {}
     epoch, epochs = int(progress.get("epoch") or 0), int(progress.get("epochs") or 0)
     placed = _placement_plan(job)
-    estimated = job.estimated_peak_bytes or placed.get("plan", {}).get("estimated_bytes")
+    placed_bytes = placed.get("plan", {}).get("estimated_bytes")
+    estimated = job.estimated_peak_bytes or placed_bytes
     return JobView(
         job=job,
         epoch=epoch,
@@ -52,6 +54,7 @@ def job_view(job: RetrainJob, *, now: datetime | None = None) -> JobView:
         plan=plan_text(job.plan or placed.get("plan", {})),
         placement=placement_text(job),
         estimated_bytes=estimated,
+        sized_at_placement=placed_bytes is not None and estimated == placed_bytes,
         measured_ratio=_ratio(job.measured_peak_bytes, estimated),
         duration_seconds=_duration(job, now or timezone.now()),
         energy=energy_text(job),

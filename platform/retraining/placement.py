@@ -126,6 +126,8 @@ def _place(waiting: list[GpuPlacement], live: list[GpuDevice], now: datetime) ->
             device=device, reserved_bytes=fit.reservation_bytes, plan=plan, placed_at=now,
             wait_reason="", wait_detail="", token=placement.token + 1, released_at=None,
         )  # fmt: skip
+        # The job shows and trains the plan of the device it was placed on (cpu for a simulated one).
+        RetrainJob.objects.filter(pk=placement.job_id).update(plan=plan)
         enqueue(queues.RETRAIN_RUN, args=[placement.job_id, placement.token + 1], queue=device.queue)
         job_log(
             placement.job_id, f"placed on {device} ({device.queue}), reserving {fit.reservation_bytes} bytes"
