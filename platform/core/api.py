@@ -80,7 +80,7 @@ def _row_spans(raw: bytes, key: str, max_rows: int) -> RowSpans | None:
     try:
         top = msgspec.json.decode(raw, type=dict[str, msgspec.Raw])
         spans = msgspec.json.decode(top[key], type=list[msgspec.Raw]) if key in top else []
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):  # msgspec recurses
         return None
     if len(spans) > max_rows:
         raise InvalidInput([FieldError(None, key, f"at most {max_rows} rows per request, got {len(spans)}")])
@@ -126,7 +126,7 @@ def _refuse_long_lists(raw: bytes, max_items: dict[str, int]) -> None:
         lists = {
             key: msgspec.json.decode(top[key], type=list[msgspec.Raw]) for key in max_items if key in top
         }
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):  # msgspec recurses
         return  # not an object of lists: the full parse and validation say what is wrong
     for key, items in lists.items():
         if len(items) > max_items[key]:
