@@ -11,6 +11,7 @@ from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from core.auth import HasScope, IngestRateThrottle
+from core.batch import RowSpans, chunked_rows
 from core.errors import FieldError, InvalidInput
 from core.text import first_bad_string
 
@@ -44,14 +45,66 @@ def json_body(request: Request, *, max_items: dict[str, int] | None = None) -> A
     surrogates and NUL characters (PostgreSQL text cannot hold them), and a list under a key of
     ``max_items`` longer than its limit, counted before any of its items is built.
     """
+    raw = _read_body(request)
+    if raw and max_items:
+        _refuse_long_lists(raw, max_items)
+    return _parse(raw)
+
+
+def json_batch(request: Request, key: str, *, max_rows: int) -> RowSpans | Any:
+    """The rows of a batch body ``{key: [row, ...]}`` as raw spans, decoded a chunk at a time
+    (core.batch): an accepted batch then never holds all its rows as objects at once. A list
+    longer than ``max_rows`` is refused by counting, as in ``json_body``.
+
+    A body of another shape, or one that orjson alone cannot read (NaN tokens, lone surrogates,
+    NUL characters, nesting past 1,024 levels), is parsed whole as ``json_body`` does, so its
+    answer is the same.
+    """
+    raw = _read_body(request)
+    spans = _row_spans(raw, key, max_rows) if raw else None
+    return _parse(raw) if spans is None else spans
+
+
+def _read_body(request: Request) -> bytes:
     limit = settings.DRIFTWATCH_MAX_REQUEST_BYTES
-    raw = request.read(limit + 1)
+    raw: bytes = request.read(limit + 1)
     if len(raw) > limit:
         raise RequestTooLarge(f"request body exceeds {limit} bytes")
     if raw:
         _require_json_content_type(request)
-    if raw and max_items:
-        _refuse_long_lists(raw, max_items)
+    return raw
+
+
+def _row_spans(raw: bytes, key: str, max_rows: int) -> RowSpans | None:
+    """The non-empty list under ``key`` as spans, if every value of the body is plain JSON."""
+    try:
+        top = msgspec.json.decode(raw, type=dict[str, msgspec.Raw])
+        spans = msgspec.json.decode(top[key], type=list[msgspec.Raw]) if key in top else []
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):  # msgspec recurses
+        return None
+    if len(spans) > max_rows:
+        raise InvalidInput([FieldError(None, key, f"at most {max_rows} rows per request, got {len(spans)}")])
+    if not spans or b"\\u0000" in raw:
+        return None
+    # Inside the body a row starts two levels down: wrapped so, it meets orjson's depth limit
+    # exactly where the whole body would (only a body with that many brackets can).
+    deep = raw.count(b"[") + raw.count(b"{") > 1000
+    try:  # orjson reads each value (a chunk at a time), or the whole body is parsed as before
+        for name, value in top.items():
+            if name != key:
+                orjson.loads(b"[" + bytes(value) + b"]")
+        rows = RowSpans(spans)
+        for _ in chunked_rows(rows):
+            pass
+        if deep:
+            for span in spans:
+                orjson.loads(b"[[" + bytes(span) + b"]]")
+    except orjson.JSONDecodeError:
+        return None
+    return rows
+
+
+def _parse(raw: bytes) -> Any:
     try:
         body = orjson.loads(raw or b"null")  # ~5x faster than json on 10,000-sample batches
     except orjson.JSONDecodeError as exc:
@@ -73,7 +126,7 @@ def _refuse_long_lists(raw: bytes, max_items: dict[str, int]) -> None:
         lists = {
             key: msgspec.json.decode(top[key], type=list[msgspec.Raw]) for key in max_items if key in top
         }
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):  # msgspec recurses
         return  # not an object of lists: the full parse and validation say what is wrong
     for key, items in lists.items():
         if len(items) > max_items[key]:

@@ -10,7 +10,7 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from core.api import ScopedAPIView, json_body
+from core.api import ScopedAPIView, json_batch, json_body
 from core.audit import audit_record, request_actor
 from core.errors import FieldError, InvalidInput
 from core.serializers import BODY, NAMED, error_responses
@@ -36,9 +36,10 @@ from registry.models import RegisteredModel
 from registry.selectors import model_get
 
 
-def _rows(key: str) -> dict[str, int]:
-    """The batch's list, counted before it is parsed (a huge refused batch never becomes objects)."""
-    return {key: settings.DRIFTWATCH_MAX_BATCH_ROWS}
+def _batch(request: Request, key: str) -> Any:
+    """The batch's list as raw spans, counted before any row is parsed and then decoded a chunk
+    at a time by the service (neither a huge refused batch nor an accepted one is held as objects)."""
+    return json_batch(request, key, max_rows=settings.DRIFTWATCH_MAX_BATCH_ROWS)
 
 
 class PredictionsView(ScopedAPIView):
@@ -50,7 +51,7 @@ class PredictionsView(ScopedAPIView):
     )
     def post(self, request: Request, name: str) -> Response:
         model = model_get(name=name)
-        result = services.predictions_ingest(model=model, body=json_body(request, max_items=_rows("samples")))
+        result = services.predictions_ingest(model=model, body=_batch(request, "samples"))
         return Response(PredictionsOut(result).data)
 
 
@@ -63,7 +64,7 @@ class LabelsView(ScopedAPIView):
     )
     def post(self, request: Request, name: str) -> Response:
         model = model_get(name=name)
-        result = services.labels_ingest(model=model, body=json_body(request, max_items=_rows("labels")))
+        result = services.labels_ingest(model=model, body=_batch(request, "labels"))
         return Response(LabelsOut(result).data)
 
 

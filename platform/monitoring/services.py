@@ -10,12 +10,13 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from core.audit import Actor, audit_record
+from core.batch import RowList, Rows, RowSpans, chunked_rows, chunks
 from core.metrics import ingest_counted
 from monitoring.models import GroundTruth, MonitoringPolicy, PredictionSample
 from monitoring.policy import default_metric, policy_update
-from monitoring.validation import CleanSample, clean_labels, clean_samples, require_list
+from monitoring.validation import CleanLabel, CleanSample, SampleCleaner, clean_label, require_list
 from registry.models import ModelVersion, RegisteredModel, VersionStatus
-from registry.schema import model_schema
+from registry.schema import Collector, model_schema
 
 # SQLite caps bound variables per statement; keep IN (...) lists well under it.
 ID_CHUNK = 5000
@@ -33,13 +34,31 @@ class LabelResult:
     pending: int
 
 
+def _batch_rows(body: Any, key: str) -> Rows:
+    """A view's batch arrives as raw spans (core.api.json_batch); a plain body is checked here."""
+    if isinstance(body, RowSpans):
+        return body
+    return RowList(require_list(body, key, max_rows=settings.DRIFTWATCH_MAX_BATCH_ROWS))
+
+
 @ingest_counted("predictions", lambda r: (r.accepted, r.duplicates))
 def predictions_ingest(*, model: RegisteredModel, body: Any) -> IngestResult:
-    """Validate the whole batch first, then store it in one transaction (or nothing)."""
-    rows = require_list(body, "samples", max_rows=settings.DRIFTWATCH_MAX_BATCH_ROWS)
+    """Validate the whole batch first, then store it in one transaction (or nothing).
+
+    Both passes read the rows a chunk at a time (core.batch), so one chunk of objects is alive
+    at once; between them only each id's first row index is kept.
+    """
+    rows = _batch_rows(body, "samples")
     version_ids = dict(ModelVersion.objects.filter(model=model).values_list("version", "pk"))
     now = timezone.now()
-    samples = clean_samples(rows, model_schema(model), versions=set(version_ids), now=now)
+    cleaner = SampleCleaner.for_schema(model_schema(model), versions=set(version_ids), now=now)
+    errors = Collector()
+    first_row: dict[str, int] = {}
+    for i, raw in chunked_rows(rows):
+        sample = cleaner.clean(raw, i, errors)
+        if sample is not None:
+            first_row.setdefault(sample.sample_id, i)
+    errors.raise_if_any()
     champion = (
         ModelVersion.objects.filter(model=model, status=VersionStatus.CHAMPION)
         .values_list("pk", flat=True)
@@ -47,23 +66,26 @@ def predictions_ingest(*, model: RegisteredModel, body: Any) -> IngestResult:
     )
     # One global insertion order (by id) for every transaction: two overlapping batches then wait
     # on each other in the same order and cannot deadlock on the unique index.
-    unique = sorted(_first_of_each_id(samples), key=lambda s: s.sample_id)
-    records = [(version_ids[s.version] if s.version is not None else champion, s) for s in unique]
-    if connection.vendor == "postgresql":
-        inserted = _insert_samples_postgres(model.pk, records, now)
-    else:
-        inserted = _insert_samples_generic(model, records, now)
-    return IngestResult(accepted=inserted, duplicates=len(samples) - inserted)
+    order = [first_row[k] for k in sorted(first_row)]
+    del first_row
+    insert = _insert_samples_postgres if connection.vendor == "postgresql" else _insert_samples_generic
+    inserted = 0
+    with transaction.atomic():
+        # SQLite runs this transaction as IMMEDIATE (settings), so no writer slips in between.
+        for chunk in chunks(order):
+            samples = [
+                _valid(cleaner.clean(raw, i, errors)) for i, raw in zip(chunk, rows.load(chunk), strict=True)
+            ]
+            records = [(version_ids[s.version] if s.version is not None else champion, s) for s in samples]
+            inserted += insert(model, records, now)
+    return IngestResult(accepted=inserted, duplicates=len(rows) - inserted)
 
 
-def _first_of_each_id(samples: list[CleanSample]) -> list[CleanSample]:
-    seen: set[str] = set()
-    out = []
-    for s in samples:
-        if s.sample_id not in seen:
-            seen.add(s.sample_id)
-            out.append(s)
-    return out
+def _valid(sample: CleanSample | None) -> CleanSample:
+    """A row of the second pass: the first found it valid."""
+    if sample is None:
+        raise AssertionError("a row valid in the first pass is invalid in the second")
+    return sample
 
 
 _INSERT_SAMPLES_SQL = """
@@ -82,13 +104,13 @@ def _dumps(value: Any) -> str:
 
 
 def _insert_samples_postgres(
-    model_id: int, records: list[tuple[int | None, CleanSample]], now: datetime
+    model: RegisteredModel, records: list[tuple[int | None, CleanSample]], now: datetime
 ) -> int:
     """One statement with array parameters; ON CONFLICT makes concurrent retries safe."""
     import psycopg  # PostgreSQL only: the SQLite default never loads the driver
 
     params = (
-        model_id,
+        model.pk,
         now,
         [v for v, _ in records],
         [s.sample_id for _, s in records],
@@ -98,34 +120,31 @@ def _insert_samples_postgres(
         [None if s.probabilities is None else _dumps(s.probabilities) for _, s in records],
     )
     connection.ensure_connection()
-    with transaction.atomic():
-        # Server-side parameter binding: Django's client-side binding would quote the arrays into SQL.
-        with psycopg.Cursor(connection.connection) as cursor:
-            cursor.execute(_INSERT_SAMPLES_SQL, params)
-            return cursor.rowcount
+    # Server-side parameter binding: Django's client-side binding would quote the arrays into SQL.
+    with psycopg.Cursor(connection.connection) as cursor:
+        cursor.execute(_INSERT_SAMPLES_SQL, params)
+        return cursor.rowcount
 
 
 def _insert_samples_generic(
     model: RegisteredModel, records: list[tuple[int | None, CleanSample]], now: datetime
 ) -> int:
-    with transaction.atomic():
-        # SQLite runs this transaction as IMMEDIATE (settings), so no writer slips in between.
-        existing = _existing_sample_ids(model, [s.sample_id for _, s in records])
-        new = [
-            PredictionSample(
-                model=model,
-                version_id=v,
-                sample_id=s.sample_id,
-                timestamp=s.timestamp,
-                received_at=now,
-                features=s.features,
-                prediction=s.prediction,
-                probabilities=s.probabilities,
-            )
-            for v, s in records
-            if s.sample_id not in existing
-        ]
-        PredictionSample.objects.bulk_create(new, batch_size=500, ignore_conflicts=True)
+    existing = _existing_sample_ids(model, [s.sample_id for _, s in records])
+    new = [
+        PredictionSample(
+            model=model,
+            version_id=v,
+            sample_id=s.sample_id,
+            timestamp=s.timestamp,
+            received_at=now,
+            features=s.features,
+            prediction=s.prediction,
+            probabilities=s.probabilities,
+        )
+        for v, s in records
+        if s.sample_id not in existing
+    ]
+    PredictionSample.objects.bulk_create(new, batch_size=500, ignore_conflicts=True)
     return len(new)
 
 
@@ -143,31 +162,56 @@ def _existing_sample_ids(model: RegisteredModel, ids: list[str]) -> set[str]:
 
 @ingest_counted("labels", lambda r: (r.matched + r.pending, 0))
 def labels_ingest(*, model: RegisteredModel, body: Any) -> LabelResult:
-    """Store labels (a repeated id overwrites its label); report how many met their prediction."""
-    rows = require_list(body, "labels", max_rows=settings.DRIFTWATCH_MAX_BATCH_ROWS)
+    """Store labels (a repeated id overwrites its label); report how many met their prediction.
+
+    Read in chunks like the predictions: validated whole first, keeping each id's last row index.
+    """
+    rows = _batch_rows(body, "labels")
     now = timezone.now()
-    labels = clean_labels(rows, model_schema(model), now=now)
+    schema = model_schema(model)
+    lookup = schema.class_lookup()
+    errors = Collector()
+    last_row: dict[str, int] = {}
+    for i, raw in chunked_rows(rows):
+        cleaned = clean_label(raw, i, errors, schema, lookup, now)
+        if cleaned is not None:
+            last_row[cleaned[0]] = i
+    errors.raise_if_any()
     # Sorted by id, like the predictions: a fixed lock order, so overlapping upserts cannot deadlock.
-    objs = [
-        GroundTruth(
-            model=model,
-            sample_id=k,
-            label=labels[k].label,
-            received_at=now,
-            labelled_at=labels[k].labelled_at,
-        )
-        for k in sorted(labels)
-    ]
+    order = [last_row[k] for k in sorted(last_row)]
+    del last_row
+    matched = 0
     with transaction.atomic():
-        GroundTruth.objects.bulk_create(
-            objs,
-            batch_size=1000,
-            update_conflicts=True,
-            unique_fields=["model", "sample_id"],
-            update_fields=["label", "received_at", "labelled_at"],
-        )
-        matched = len(_existing_sample_ids(model, list(labels)))
-    return LabelResult(matched=matched, pending=len(labels) - matched)
+        for chunk in chunks(order):
+            labels = [
+                _valid_label(clean_label(raw, i, errors, schema, lookup, now))
+                for i, raw in zip(chunk, rows.load(chunk), strict=True)
+            ]
+            GroundTruth.objects.bulk_create(
+                [
+                    GroundTruth(
+                        model=model,
+                        sample_id=sample_id,
+                        label=label.label,
+                        received_at=now,
+                        labelled_at=label.labelled_at,
+                    )
+                    for sample_id, label in labels
+                ],
+                batch_size=1000,
+                update_conflicts=True,
+                unique_fields=["model", "sample_id"],
+                update_fields=["label", "received_at", "labelled_at"],
+            )
+            matched += len(_existing_sample_ids(model, [sample_id for sample_id, _ in labels]))
+    return LabelResult(matched=matched, pending=len(order) - matched)
+
+
+def _valid_label(cleaned: tuple[str, CleanLabel] | None) -> tuple[str, CleanLabel]:
+    """A label of the second pass: the first found it valid."""
+    if cleaned is None:
+        raise AssertionError("a label valid in the first pass is invalid in the second")
+    return cleaned
 
 
 def policy_ensure(*, model: RegisteredModel) -> MonitoringPolicy:

@@ -104,18 +104,28 @@ def clean_timestamp(value: Any, row: int, errors: Collector, now: datetime) -> d
     return ts.astimezone(UTC)
 
 
-def clean_samples(rows: list[Any], schema: Schema, *, versions: set[int], now: datetime) -> list[CleanSample]:
-    """Validate a predictions batch. Raises InvalidInput listing every bad (row, field)."""
-    errors = Collector()
-    lookup = schema.class_lookup()
-    out: list[CleanSample] = []
-    for i, raw in enumerate(rows):
+@dataclass(frozen=True)
+class SampleCleaner:
+    """Validates one predictions row at a time (a batch is read in chunks, core.batch)."""
+
+    schema: Schema
+    versions: set[int]
+    now: datetime
+    lookup: dict[str, Any]
+
+    @classmethod
+    def for_schema(cls, schema: Schema, *, versions: set[int], now: datetime) -> "SampleCleaner":
+        return cls(schema, versions, now, schema.class_lookup())
+
+    def clean(self, raw: Any, i: int, errors: Collector) -> CleanSample | None:
+        """Row ``i`` (its index in the whole request) cleaned, or None with its errors added."""
         if not errors.check_object(
             raw, i, allowed=SAMPLE_KEYS, what="sample", shape="{id, features, prediction, ...}"
         ):
-            continue
+            return None
+        schema, lookup = self.schema, self.lookup
         sample_id = clean_id(raw.get("id"), i, errors)
-        ts = clean_timestamp(raw.get("timestamp"), i, errors, now)
+        ts = clean_timestamp(raw.get("timestamp"), i, errors, self.now)
         features = clean_features(raw.get("features"), i, errors, schema)
         ok_pred, prediction = clean_target(raw.get("prediction"), i, errors, schema, "prediction", lookup)
         ok_proba, proba = (True, None)
@@ -126,12 +136,19 @@ def clean_samples(rows: list[Any], schema: Schema, *, versions: set[int], now: d
                 errors.add(i, "probabilities", "only for classification models")
                 ok_proba = False
         version = raw.get("version")
-        if version is not None and (not isinstance(version, int) or version not in versions):
+        if version is not None and (not isinstance(version, int) or version not in self.versions):
             errors.add(i, "version", f"unknown version {version!r} of this model")
-            continue
+            return None
         if sample_id is None or ts is None or features is None or not ok_pred or not ok_proba:
-            continue
-        out.append(CleanSample(sample_id, ts, features, prediction, proba, version))
+            return None
+        return CleanSample(sample_id, ts, features, prediction, proba, version)
+
+
+def clean_samples(rows: list[Any], schema: Schema, *, versions: set[int], now: datetime) -> list[CleanSample]:
+    """Validate a predictions batch. Raises InvalidInput listing every bad (row, field)."""
+    errors = Collector()
+    cleaner = SampleCleaner.for_schema(schema, versions=versions, now=now)
+    out = [s for i, raw in enumerate(rows) if (s := cleaner.clean(raw, i, errors)) is not None]
     errors.raise_if_any()
     return out
 
@@ -146,23 +163,29 @@ class CleanLabel:
     labelled_at: datetime | None  # when the truth became known, if the client says so
 
 
-def clean_labels(rows: list[Any], schema: Schema, *, now: datetime) -> dict[str, CleanLabel]:
-    """Validate a labels batch → {sample id: label}; a repeated id keeps its last label.
+def clean_label(
+    raw: Any, i: int, errors: Collector, schema: Schema, lookup: dict[str, Any], now: datetime
+) -> tuple[str, CleanLabel] | None:
+    """Row ``i`` (its index in the whole request) as (sample id, label), or None with its errors.
 
     An optional `timestamp` says when the truth became known (a backfill replays history), so
     label delay is measured from it rather than from the arrival wall clock.
     """
+    if not errors.check_object(raw, i, allowed=LABEL_KEYS, what="label", shape="{id, label, timestamp?}"):
+        return None
+    sample_id = clean_id(raw.get("id"), i, errors)
+    ok, label = clean_target(raw.get("label"), i, errors, schema, "label", lookup)
+    has_time = raw.get("timestamp") is not None
+    labelled_at = clean_timestamp(raw.get("timestamp"), i, errors, now) if has_time else None
+    if sample_id is not None and ok and (labelled_at is not None or not has_time):
+        return sample_id, CleanLabel(label, labelled_at)
+    return None
+
+
+def clean_labels(rows: list[Any], schema: Schema, *, now: datetime) -> dict[str, CleanLabel]:
+    """Validate a labels batch → {sample id: label}; a repeated id keeps its last label."""
     errors = Collector()
     lookup = schema.class_lookup()
-    out: dict[str, CleanLabel] = {}
-    for i, raw in enumerate(rows):
-        if not errors.check_object(raw, i, allowed=LABEL_KEYS, what="label", shape="{id, label, timestamp?}"):
-            continue
-        sample_id = clean_id(raw.get("id"), i, errors)
-        ok, label = clean_target(raw.get("label"), i, errors, schema, "label", lookup)
-        has_time = raw.get("timestamp") is not None
-        labelled_at = clean_timestamp(raw.get("timestamp"), i, errors, now) if has_time else None
-        if sample_id is not None and ok and (labelled_at is not None or not has_time):
-            out[sample_id] = CleanLabel(label, labelled_at)
+    out = dict(c for i, raw in enumerate(rows) if (c := clean_label(raw, i, errors, schema, lookup, now)))
     errors.raise_if_any()
     return out

@@ -33,6 +33,22 @@ def test_json_nested_deep_with_a_nan_token_is_a_400(ingest: APIClient, churn: Re
     assert response.status_code == 400
 
 
+@pytest.mark.parametrize("depth", [1_023, 100_000])
+def test_a_sample_nested_past_the_depth_limit_is_a_400_naming_the_body(
+    ingest: APIClient, churn: RegisteredModel, depth: int
+) -> None:
+    # Rows are read from raw spans (msgspec, then orjson a row at a time); the whole body's
+    # 1,024-level limit still holds for a row that starts two levels down.
+    response = raw_post(ingest, b'{"samples":[' + b"[" * depth + b"]" * depth + b"]}")
+    assert response.status_code == 400
+    assert first_error(response) == {
+        "row": None,
+        "field": "body",
+        "message": "JSON nested deeper than 1,024 levels",
+    }
+    assert not PredictionSample.objects.exists()
+
+
 def test_nul_in_a_category_value_is_a_400_naming_row_and_field(
     ingest: APIClient, churn: RegisteredModel
 ) -> None:
