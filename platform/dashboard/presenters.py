@@ -172,24 +172,29 @@ def decision_badges(decisions: StoredDecisions) -> list[dict[str, str]]:
     return badges
 
 
-def check_row(*, check: QualityCheck, metric: str) -> dict[str, Any]:
-    """The numbers one check contributes to a table row."""
-    metrics, estimated, drift = (
-        metrics_read(check.metrics),
-        estimate_read(check.estimated),
-        drift_read(check.drift),
-    )
+def quality_point(check: QualityCheck, metric: str) -> dict[str, Any]:
+    """The quality numbers one check shows (in the table and the chart), read only from the
+    columns a light fetch loads."""
+    metrics, estimated = metrics_read(check.metrics), estimate_read(check.estimated)
     return {
-        "id": check.pk,
-        "check": check,
-        "state": check.state,
-        "metric": metric,
         "value": metrics.value(metric),
         "ci": interval(metrics.interval(metric)),
         "accuracy": metrics.value("accuracy"),
         "estimated": estimated.value,
         "estimated_ci": interval(estimated.ci),
         "estimate_error": estimated.error,
+    }
+
+
+def check_row(*, check: QualityCheck, metric: str) -> dict[str, Any]:
+    """The numbers one check contributes to a table row."""
+    drift = drift_read(check.drift)
+    return {
+        "id": check.pk,
+        "check": check,
+        "state": check.state,
+        "metric": metric,
+        **quality_point(check, metric),
         "coverage": labels_read(check.labels).label_coverage,
         "drift_share": drift.share,
         "dataset_drift": drift.dataset_drift,

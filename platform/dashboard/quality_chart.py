@@ -7,27 +7,15 @@ from django.utils.safestring import mark_safe
 
 from dashboard import selectors
 from dashboard.charts import HLine, Marker, Series, chart_svg, line_chart
-from dashboard.numbers import finite, fixed, interval, interval_text
+from dashboard.numbers import finite, fixed, interval_text
+from dashboard.presenters import quality_point
 from dashboard.timerange import TimeRange
 from monitoring.alert_kinds import ALERT_KINDS
 from monitoring.models import Alert, MonitoringPolicy, QualityCheck
 from registry.models import RegisteredModel
-from workers.drift.result import decisions_read, estimate_read, metrics_read, per_version_read
+from workers.drift.result import decisions_read, per_version_read
 
 BOUNDED_METRICS = ("accuracy", "f1_macro", "precision_macro", "recall_macro", "roc_auc")
-
-
-def _point(check: QualityCheck, metric: str) -> dict[str, Any]:
-    """The numbers one check draws, read only from the columns a light fetch loads."""
-    metrics, estimated = metrics_read(check.metrics), estimate_read(check.estimated)
-    return {
-        "value": metrics.value(metric),
-        "ci": interval(metrics.interval(metric)),
-        "accuracy": metrics.value("accuracy"),
-        "estimated": estimated.value,
-        "estimated_ci": interval(estimated.ci),
-        "estimate_error": estimated.error,
-    }
 
 
 def _label(check: QualityCheck) -> str:
@@ -82,7 +70,7 @@ def _version_series(checks: list[QualityCheck], metric: str) -> list[Series]:
 
 
 def _series(model: RegisteredModel, checks: list[QualityCheck], metric: str) -> list[Series]:
-    points = [_point(c, metric) for c in checks]
+    points = [quality_point(c, metric) for c in checks]
     series = [_realised_series(checks, points, metric)]
     if model.is_classification:
         if metric != "accuracy":
