@@ -14,11 +14,12 @@ from driftwatch_client import DROP_REASONS, Monitor
 from driftwatch_client._transport import backoff_delay, retry_after_seconds
 
 from tests.clients.fake_server import FakeServer, fake_server
-from tests.clock import T0
 from tests.live import free_port, wait_until
 
-# An epoch timestamp the client passes through untouched.
-STAMP = int(T0.timestamp())
+# An epoch timestamp (an hour ago) the client passes through untouched. This file stays off
+# tests.clock and the faketime rerun: libfaketime shifts the monotonic clock that the sender
+# thread's timed waits use, and those waits then never time out (a libfaketime limit, no date).
+STAMP = int(time.time()) - 3600
 
 
 @pytest.fixture
