@@ -15,6 +15,7 @@ from monitoring.policy import (
     INTEGERS,
     NUMBERS,
     POLICY_FIELDS,
+    ThresholdRule,
     WindowKind,
     drift_methods_for,
     metrics_for,
@@ -22,7 +23,11 @@ from monitoring.policy import (
 
 INTEGER_TEXT = re.compile(r"[+-]?\d+")
 NULLABLE = {"baseline"}  # an empty box clears it
-CHOICE_FIELDS = {"window_kind", "metric"}  # a select offers only what fits (the model's task)
+CHOICE_FIELDS = {
+    "window_kind",
+    "metric",
+    "threshold_rule",
+}  # a select offers only what fits (the model's task)
 
 
 def _kind(name: str) -> str:
@@ -40,6 +45,8 @@ def _choices(name: str, task: str) -> list[tuple[str, str]]:
         return [(str(v), str(label)) for v, label in WindowKind.choices]
     if name == "metric":
         return [(m, m) for m in metrics_for(task)]
+    if name == "threshold_rule":
+        return [(str(v), str(label)) for v, label in ThresholdRule.choices]
     if name in DRIFT_METHOD_FIELDS:
         return [(m, m) for m in drift_methods_for(name)]
     return []

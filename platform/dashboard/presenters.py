@@ -127,6 +127,18 @@ def baseline_text(*, policy: MonitoringPolicy, reference: ReferenceDataset | Non
     return "none: the reference rows carry no predictions"
 
 
+def threshold_rule_text(*, policy: MonitoringPolicy) -> str:
+    """The policy's threshold rule, as the checks apply it (monitoring.checks.thresholds_for)."""
+    if policy.threshold_rule == "reference_band":
+        return (
+            f"reference band: mean ± {policy.band_sigmas:g} sd of {policy.metric} over the reference's "
+            f"windows (baseline ± {policy.tolerance:g} while the reference is too small for a band)"
+        )
+    if policy.threshold_rule == "relative":
+        return f"relative: within {policy.relative_tolerance:.2%} of the baseline"
+    return f"absolute: baseline ± {policy.tolerance:g}"
+
+
 def notify_text(*, policy: MonitoringPolicy, staff: bool) -> str:
     """E-mails, and the webhook's host for staff only: its path and query often carry credentials."""
     targets = policy.emails()
@@ -146,6 +158,7 @@ def policy_rows(
         ("min samples / labels", f"{policy.min_samples} / {policy.min_labels}"),
         ("metric", policy.metric),
         ("baseline", baseline_text(policy=policy, reference=reference)),
+        ("threshold rule", threshold_rule_text(policy=policy)),
         ("tolerance", policy.tolerance),
         ("dataset drift at share", policy.drift_share),
         ("alert when", f"{policy.alert_k} of last {policy.alert_n} checks breach"),

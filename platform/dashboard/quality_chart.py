@@ -80,15 +80,25 @@ def _series(model: RegisteredModel, checks: list[QualityCheck], metric: str) -> 
 
 
 def _reference_lines(latest: QualityCheck, policy: MonitoringPolicy) -> list[HLine]:
+    """The latest check's thresholds: the reference band (its mean and both edges) when that
+    rule decided, else the baseline and the edge the tolerance sets."""
     decisions = decisions_read(latest.decisions)
     baseline = finite(decisions.baseline)
     if baseline is None:
         baseline = finite(policy.baseline)
     if baseline is None:
         return []
-    tolerance = finite(decisions.tolerance) or policy.tolerance
-    edge = baseline - tolerance if policy.higher_is_better else baseline + tolerance
-    return [HLine("baseline", "h-baseline", baseline), HLine("tolerance", "h-tolerance", edge)]
+    lines = [HLine("baseline", "h-baseline", baseline)]
+    if decisions.band is not None:
+        lines[0] = HLine("reference mean", "h-baseline", baseline)
+        low, high = decisions.band
+        edges = [("reference band (low)", low), ("reference band (high)", high)]
+        return lines + [HLine(label, "h-tolerance h-band", v) for label, v in edges if v is not None]
+    edge = finite(decisions.threshold)
+    if edge is None:
+        tolerance = finite(decisions.tolerance) or policy.tolerance
+        edge = baseline - tolerance if policy.higher_is_better else baseline + tolerance
+    return [*lines, HLine("tolerance", "h-tolerance", edge)]
 
 
 def _breach_markers(checks: list[QualityCheck]) -> list[Marker]:

@@ -28,7 +28,14 @@ def drift_score_text(score: StoredScore | None) -> str:
 
 
 def _against_baseline(d: StoredDecisions) -> str:
-    return f"vs baseline {fixed(d.baseline)} (tolerance {fixed(d.tolerance)})"
+    """The threshold and the rule that set it (a check stored before rules: baseline and tolerance)."""
+    return _against(d, d.threshold)
+
+
+def _against(d: StoredDecisions, threshold: float | None) -> str:
+    if d.rule is None or d.rule_text is None:
+        return f"vs baseline {fixed(d.baseline)} (tolerance {fixed(d.tolerance)})"
+    return f"vs baseline {fixed(d.baseline)} (threshold {fixed(threshold)}; rule: {d.rule_text})"
 
 
 def _accuracy_drop(check: StoredCheck) -> str:
@@ -45,7 +52,7 @@ def _estimated_accuracy_drop(check: StoredCheck) -> str:
     estimate = check.estimated
     return (
         f"estimated {estimate.metric} {fixed(estimate.value)} (no labels needed) "
-        f"{_against_baseline(check.decisions)}"
+        f"{_against(check.decisions, check.decisions.estimate_threshold)}"
     )
 
 
@@ -80,7 +87,8 @@ def _critical(decisions: StoredDecisions) -> str:
 
 
 def _accuracy_severity(d: StoredDecisions) -> str:
-    """Critical when the metric is more than twice the tolerance past the baseline."""
+    """Critical when the metric is more than twice the tolerance past the baseline (under the
+    band: its mean, and its distance to the bad edge)."""
     if d.value is None or d.baseline is None or d.tolerance is None:
         return Severity.WARNING
     return Severity.CRITICAL if abs(d.baseline - d.value) > 2 * d.tolerance else Severity.WARNING
@@ -95,13 +103,20 @@ class AlertKindSpec:
     severity: Callable[[StoredDecisions], str] = _warning
     is_drift: bool = False  # counts as "drifting" on the home page
     retrains: bool = False  # an open alert asks for a retrain when the policy auto-retrains
+    thresholded: bool = False  # decided by the policy's threshold rule (a quality metric)
 
 
 ALERT_KINDS: Mapping[str, AlertKindSpec] = {
     spec.kind: spec
     for spec in (
         AlertKindSpec(
-            AlertKind.ACCURACY_DROP, "accuracy drop", "acc", _accuracy_drop, _accuracy_severity, retrains=True
+            AlertKind.ACCURACY_DROP,
+            "accuracy drop",
+            "acc",
+            _accuracy_drop,
+            _accuracy_severity,
+            retrains=True,
+            thresholded=True,
         ),
         AlertKindSpec(
             AlertKind.ESTIMATED_ACCURACY_DROP,
@@ -109,6 +124,7 @@ ALERT_KINDS: Mapping[str, AlertKindSpec] = {
             "est",
             _estimated_accuracy_drop,
             retrains=True,
+            thresholded=True,
         ),
         AlertKindSpec(AlertKind.DATA_QUALITY, "broken feed", "dq", _data_quality, _critical),
         AlertKindSpec(AlertKind.DATA_DRIFT, "data drift", "drift", _data_drift, is_drift=True),

@@ -4,6 +4,7 @@ At most one live (open or acknowledged) alert per model and kind, enforced by a 
 """
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING
@@ -31,8 +32,11 @@ class AlertChanges:
     resolved: list[Alert] = field(default_factory=list)
 
 
-def alerts_evaluate(*, check: QualityCheck, policy: "MonitoringPolicy") -> AlertChanges:
-    """Apply one finished check's decisions to the model's alerts.
+def alerts_evaluate(
+    *, check: QualityCheck, policy: "MonitoringPolicy", kinds: Iterable[str] = ALERT_KINDS
+) -> AlertChanges:
+    """Apply one finished check's decisions to the model's alerts (of ``kinds``: a refresh with
+    late labels applies only the realised breach it decided).
 
     Opening: k of the last n checks of the series breach, outside the cooldown. Resolving (any
     kind): the last `resolve_after` checks of the series are all clear, so a condition that
@@ -40,12 +44,18 @@ def alerts_evaluate(*, check: QualityCheck, policy: "MonitoringPolicy") -> Alert
     """
     changes = AlertChanges()
     decisions = decisions_read(check.decisions)
-    for kind in ALERT_KINDS:
+    for kind in kinds:
         decision = decisions.verdict(kind)
-        live = Alert.objects.filter(model_id=check.model_id, kind=kind, state__in=LIVE_ALERT_STATES).first()
+        live = (
+            Alert.objects.filter(model_id=check.model_id, kind=kind, state__in=LIVE_ALERT_STATES)
+            .select_related("last_check")
+            .first()
+        )
         if live is not None:
             if _clear_for(check, policy, kind, live) and alert_resolve(alert=live, check=check):
                 changes.resolved.append(live)
+            elif live.last_check is not None and live.last_check.window_end > check.window_end:
+                pass  # an older check refreshed late: the alert already tells a newer one's state
             elif decision is True:
                 # Still breaching: the message tells the current state, not the opening one.
                 details = {

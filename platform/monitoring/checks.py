@@ -18,8 +18,8 @@ from django.utils import timezone
 
 from monitoring.alerts import alerts_evaluate
 from monitoring.models import CheckDistribution, CheckState, MonitoringPolicy, QualityCheck
-from monitoring.policy import policy_drift_methods
-from monitoring.reference import ReferenceState, drift_columns, reference_state
+from monitoring.policy import ThresholdRule, WindowKind, policy_drift_methods
+from monitoring.reference import ReferenceState, drift_columns, reference_band, reference_state
 from monitoring.selectors import policy_for
 from monitoring.sequential import DetectorUpdate, detector_feed
 from monitoring.window import (
@@ -34,7 +34,7 @@ from registry.models import ModelVersion, RegisteredModel, VersionStatus
 from registry.reference import LABEL, PREDICTION
 from workers.drift import data_drift
 from workers.drift.data_quality import data_quality
-from workers.drift.decisions import Decisions, Thresholds, decisions_make
+from workers.drift.decisions import Decisions, Thresholds, decisions_make, realised_decide
 from workers.drift.descriptors import descriptor_drift
 from workers.drift.distribution import DistributionDict, column_distribution
 from workers.drift.dle import estimate_mae
@@ -51,6 +51,7 @@ from workers.drift.result import (
     metrics_read,
 )
 from workers.drift.summary import ColumnType
+from workers.drift.thresholds import MIN_BAND_CHUNKS
 
 logger = logging.getLogger(__name__)
 
@@ -271,7 +272,9 @@ def check_compute(
         "drift": measures["drift"],
         "prediction_drift": measures["prediction_drift"],
         "data_quality": measures["data_quality"],
-        "decisions": decisions_make(measures, thresholds_for(policy, reference), enough=enough),
+        "decisions": decisions_make(
+            measures, thresholds_for(policy, reference, n_samples=len(frame)), enough=enough
+        ),
     }
     if distributions is not None:
         out["distributions"] = distributions
@@ -322,8 +325,10 @@ def _pair_estimate(estimated: EstimatedDict, metrics: Metrics | dict[str, Any]) 
 def check_labels_refresh(*, check: QualityCheck) -> bool:
     """Recompute the realised side of a finished check once more of its samples have labels.
 
-    Labels often arrive after the check ran; the drift, the estimate and the decisions taken
-    then stay as they were, while the metrics, label stats and the estimate's error catch up.
+    Labels often arrive after the check ran; the drift and the estimate taken then stay as they
+    were, while the metrics, label stats and the estimate's error catch up, the realised breach
+    is decided (``decisions.value``, ``accuracy_drop``, under the policy's threshold rule) and
+    fed to the k-of-n series: the alert opens or resolves as a check with those labels would have.
     """
     model = check.model
     window = parse_window_spec(check.window_spec, check.window_end)
@@ -333,23 +338,46 @@ def check_labels_refresh(*, check: QualityCheck) -> bool:
     if labelled_now <= check.n_labelled:
         return False
     loaded = window_load(model=model, start=window.start, end=window.end, last_n=window.last_n)
-    realised = _realised(model, policy_for(model), loaded.frame)
+    policy = policy_for(model)
+    realised = _realised(model, policy, loaded.frame)
     estimated = cast(EstimatedDict, dict(check.estimated))  # as the engine stored it
     _pair_estimate(estimated, realised["metrics"])
-    fields = {**realised, "estimated": estimated, "labels_refreshed_at": timezone.now()}
-    return QualityCheck.objects.filter(pk=check.pk, state=CheckState.DONE).update(**fields) == 1
+    thresholds = thresholds_for(policy, reference_state(model=model), n_samples=check.n_samples)
+    decisions = realised_decide(cast(Decisions, dict(check.decisions)), realised["metrics"], thresholds)
+    fields = {
+        **realised,
+        "estimated": estimated,
+        "decisions": decisions,
+        "labels_refreshed_at": timezone.now(),
+    }
+    with transaction.atomic():
+        # Compare-and-set on the labels it saw: two refreshes of one check store and alert once.
+        stored = QualityCheck.objects.filter(pk=check.pk, state=CheckState.DONE, n_labelled=check.n_labelled)
+        if stored.update(**fields) != 1:
+            return False
+        for key, value in fields.items():
+            setattr(check, key, value)
+        alerts_evaluate(check=check, policy=policy, kinds=REALISED_KINDS)
+    logger.info("check %s refreshed: model=%s labelled=%s", check.pk, model.pk, check.n_labelled)
+    return True
+
+
+# The decisions late labels change: the realised breach (the estimate and drift stay as taken).
+REALISED_KINDS = ("accuracy_drop",)
 
 
 REFRESH_FOR = timedelta(days=7)
 
 
 def checks_labels_refresh(*, now: datetime | None = None) -> int:
-    """Refresh every recent finished check that is not fully labelled yet."""
+    """Refresh every recent finished check that is not fully labelled yet, oldest first."""
     since = (now or timezone.now()) - REFRESH_FOR
+    # Oldest first: each refreshed check joins the series as it would have, in window order.
     pending = (
         QualityCheck.objects.filter(state=CheckState.DONE, window_end__gte=since)
         .filter(n_labelled__lt=F("n_samples"))
         .select_related("model")
+        .order_by("window_end", "pk")
     )
     return sum(check_labels_refresh(check=check) for check in pending)
 
@@ -424,13 +452,35 @@ def _baseline_value(policy: MonitoringPolicy, reference: ReferenceState | None) 
 ESTIMATED_METRICS = ("accuracy", "mae")  # CBPE and DLE
 
 
-def thresholds_for(policy: MonitoringPolicy, reference: ReferenceState | None) -> Thresholds:
-    """The policy's thresholds, with the baselines the reference supplies. The label-free
-    estimate (accuracy, or MAE for regressors) is held against the reference's own value."""
+def band_chunk_size(policy: MonitoringPolicy, n_samples: int) -> int:
+    """One window's size in reference rows: a samples window's N, else the window's own count
+    (an hours window holds what the traffic brought; its variability is that of so many rows)."""
+    return policy.window_size if policy.window_kind != WindowKind.HOURS else n_samples
+
+
+def thresholds_for(
+    policy: MonitoringPolicy, reference: ReferenceState | None, *, n_samples: int
+) -> Thresholds:
+    """The policy's thresholds, with the baselines and the band the reference supplies. The
+    label-free estimate (accuracy, or MAE for regressors) is held against the same band, or
+    against the reference's own value under a tolerance rule."""
     expected = reference.baseline.get(policy.metric) if reference else None
+    band, fallback = None, None
+    if policy.threshold_rule == ThresholdRule.REFERENCE_BAND:
+        size = band_chunk_size(policy, n_samples)
+        if reference is not None:
+            band = reference_band(
+                reference=reference, metric=policy.metric, chunk_size=size, sigmas=policy.band_sigmas
+            )
+        if band is None:
+            fallback = f"no reference band: the reference holds fewer than {MIN_BAND_CHUNKS} windows of {size} scored rows"
     return Thresholds(
         metric=policy.metric,
         tolerance=policy.tolerance,
         baseline=_baseline_value(policy, reference),
         estimate_baseline=float(expected) if policy.metric in ESTIMATED_METRICS and expected else None,
+        rule=policy.threshold_rule,
+        relative_tolerance=policy.relative_tolerance,
+        band=band,
+        fallback=fallback,
     )

@@ -3,7 +3,7 @@
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from monitoring.policy import WindowKind, policy_errors
+from monitoring.policy import ThresholdRule, WindowKind, policy_errors
 from registry.models import ModelVersion, RegisteredModel
 from workers.drift.decisions import higher_is_better
 
@@ -44,6 +44,12 @@ class GroundTruth(models.Model):
         blank=True,
         help_text="when the truth became known (sent by the client); delays count from it",
     )
+    known_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="when the truth counts as known to the sequential detector (monitoring.sequential"
+        ".label_known_at); set once its prediction is in, reset when the label is sent again",
+    )
 
     class Meta:
         constraints = [
@@ -70,9 +76,22 @@ class MonitoringPolicy(models.Model):
     metric = models.CharField(
         max_length=20, default="accuracy", help_text="accuracy, f1_macro, rmse, mae, r2"
     )
-    tolerance = models.FloatField(
-        default=0.05, help_text="alert when the metric is worse than baseline by more"
+    threshold_rule = models.CharField(
+        max_length=20,
+        choices=ThresholdRule.choices,
+        default=ThresholdRule.REFERENCE_BAND,
+        help_text="reference_band: mean ± band_sigmas sd of the metric over reference chunks of one "
+        "window; absolute: baseline ± tolerance; relative: baseline ± relative_tolerance × baseline",
     )
+    tolerance = models.FloatField(
+        default=0.05,
+        help_text="absolute rule (and the band's fallback): alert when the metric is worse than "
+        "baseline by more, in the metric's units",
+    )
+    relative_tolerance = models.FloatField(
+        default=0.05, help_text="relative rule: the fraction of the baseline the metric may lose"
+    )
+    band_sigmas = models.FloatField(default=3.0, help_text="reference band: standard deviations wide")
     baseline = models.FloatField(
         null=True, blank=True, help_text="empty: the champion's metric on the reference"
     )

@@ -11,6 +11,7 @@ from django.db import models
 
 from core.errors import FieldError, InvalidInput
 from core.outbound import target_problem
+from workers.drift import thresholds
 from workers.features import feature_type
 
 if TYPE_CHECKING:  # the model imports these rules for its clean(): only its type is needed here
@@ -27,6 +28,12 @@ class WindowKind(models.TextChoices):
     LABELLED = "labelled", "last N labelled samples"
 
 
+class ThresholdRule(models.TextChoices):
+    REFERENCE_BAND = thresholds.REFERENCE_BAND, "mean ± k sd of the reference's windows"
+    ABSOLUTE = thresholds.ABSOLUTE, "baseline ± tolerance"
+    RELATIVE = thresholds.RELATIVE, "baseline ± a fraction of it"
+
+
 POLICY_FIELDS = [
     "enabled",
     "window_kind",
@@ -35,7 +42,10 @@ POLICY_FIELDS = [
     "min_samples",
     "min_labels",
     "metric",
+    "threshold_rule",
     "tolerance",
+    "relative_tolerance",
+    "band_sigmas",
     "baseline",
     "drift_share",
     "embedding_drift_method",
@@ -74,7 +84,7 @@ UPPER = {
     "resolve_after": 100,
     "cooldown_minutes": MINUTES_PER_YEAR,
 }
-NUMBERS = {"tolerance", "baseline", "drift_share"}
+NUMBERS = {"tolerance", "relative_tolerance", "band_sigmas", "baseline", "drift_share"}
 # field -> the feature type whose drift method it picks, from the methods that type declares
 DRIFT_METHOD_FIELDS = {"embedding_drift_method": "embedding"}
 
@@ -111,7 +121,7 @@ def _type_error(field: str, value: Any) -> str | None:
         if isinstance(value, bool) or not isinstance(value, int | float):
             return "must be a number"
         return None if math.isfinite(value) else "must be finite"
-    if field in ("window_kind", "metric", *DRIFT_METHOD_FIELDS):
+    if field in ("window_kind", "metric", "threshold_rule", *DRIFT_METHOD_FIELDS):
         return None if isinstance(value, str) else "must be a string"
     return "unknown policy field"
 
@@ -133,10 +143,15 @@ def policy_errors(policy: "MonitoringPolicy", task: str) -> list[FieldError]:
             add("window_size", f"an hours window is at most {MAX_WINDOW_HOURS:,} hours (a year)")
     if policy.metric not in metrics_for(task):
         add("metric", f"must be one of {', '.join(metrics_for(task))} for a {task} model")
-    if not (isinstance(policy.tolerance, int | float) and math.isfinite(policy.tolerance)):
-        add("tolerance", "must be a finite number")
-    elif policy.tolerance < 0:
-        add("tolerance", "must be >= 0")
+    if policy.threshold_rule not in ThresholdRule.values:
+        add("threshold_rule", f"must be one of {', '.join(ThresholdRule.values)}")
+    for field in ("tolerance", "relative_tolerance"):
+        if not (isinstance(getattr(policy, field), int | float) and math.isfinite(getattr(policy, field))):
+            add(field, "must be a finite number")
+        elif getattr(policy, field) < 0:
+            add(field, "must be >= 0")
+    if not (isinstance(policy.band_sigmas, int | float) and 0 < policy.band_sigmas <= 100):
+        add("band_sigmas", "must be in (0, 100]")
     if not (isinstance(policy.drift_share, int | float) and 0 < policy.drift_share <= 1):
         add("drift_share", "must be in (0, 1]")
     for field in DRIFT_METHOD_FIELDS:

@@ -16,6 +16,9 @@ from workers.drift.dle import LossEstimator, fit_loss_estimator
 from workers.drift.estimation import ClassCalibrator, calibration_problem, fit_confidence_calibrator
 from workers.drift.multivariate import PcaDrift, fit_pca_drift
 from workers.drift.quality import classification_metrics, regression_metrics
+from workers.drift.result import metrics_read
+from workers.drift.thresholds import Band
+from workers.drift.thresholds import reference_band as band_of
 from workers.features import ColumnType, check_column_types, prediction_type
 
 
@@ -29,6 +32,7 @@ class ReferenceState:
     estimate_unavailable: str | None = None  # why the reference cannot support an estimate
     loss_estimator: LossEstimator | None = None  # regressors: DLE's model of the absolute error
     multivariate: PcaDrift | None = None  # PCA reconstruction of the features
+    summary_name: str = ""  # the summary file the state was loaded from (a cache key)
 
 
 def drift_columns(model: RegisteredModel, frame: pd.DataFrame) -> dict[str, ColumnType]:
@@ -83,7 +87,35 @@ def _load(reference_id: int, summary_name: str) -> ReferenceState:
         # Both are fitted here, once per reference and process (cached), from the stored rows.
         loss_estimator=_loss_estimator(model, frame),
         multivariate=fit_pca_drift(frame, dict(feature_columns(model))),
+        summary_name=summary_name,
     )
+
+
+def reference_band(*, reference: ReferenceState, metric: str, chunk_size: int, sigmas: float) -> Band | None:
+    """The metric's band over the reference's chunks of one window (``workers.drift.thresholds``);
+    None when the reference has too few chunks, or no logged predictions to score."""
+    return _band(reference.reference_id, reference.summary_name, metric, chunk_size, sigmas)
+
+
+@functools.lru_cache(maxsize=128)
+def _band(reference_id: int, summary_name: str, metric: str, chunk_size: int, sigmas: float) -> Band | None:
+    # Keyed like _load, plus the chunk size: an hours window's size is its own sample count.
+    reference = ReferenceDataset.objects.get(pk=reference_id)
+    frame, model = _frame(reference), reference.model
+    if chunk_size * 2 > len(frame) or LABEL not in frame.columns:
+        return None  # not even two windows: no variability to learn (and no rows read twice)
+    return band_of(
+        frame, metric, lambda chunk: chunk_metric(model, chunk, metric), chunk_size=chunk_size, sigmas=sigmas
+    )
+
+
+def chunk_metric(model: RegisteredModel, frame: pd.DataFrame, metric: str) -> float | None:
+    """A realised metric of some labelled rows, by name (MSE from RMSE when not computed)."""
+    metrics = metrics_read(_baseline(model, frame))
+    value = metrics.value(metric)
+    if value is None and metric == "mse" and (rmse := metrics.value("rmse")) is not None:
+        return rmse * rmse
+    return value
 
 
 def _frame(reference: ReferenceDataset) -> pd.DataFrame:

@@ -4,8 +4,8 @@ A fixed window with a tolerance decides once per check on a batch of labels; ADW
 every label as it arrives and cuts its window where the error rate changed. The detector's
 state lives in the database (pickled; written and read only by this module), each label is
 fed once (GroundTruth.fed_to_detector, set in the same transaction as the new state), in the
-order the truths became known (the label's timestamp, else its arrival), and only labels known
-by the check's window end, so a backfill replays the detector as it would have run.
+order the truths became known (``label_known_at``), and only labels known by the check's window
+end, so a backfill replays the detector as it would have run.
 """
 
 import logging
@@ -14,8 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db.models import JSONField, OuterRef, Subquery
-from django.db.models.functions import Coalesce
+from django.db.models import DateTimeField, JSONField, OuterRef, Subquery
 
 from monitoring.models import GroundTruth, PredictionSample, SequentialDetector
 from registry.models import RegisteredModel
@@ -57,16 +56,65 @@ def _error(model: RegisteredModel, prediction: Any, label: Any) -> float:
     return abs(float(prediction) - float(label))
 
 
+def label_known_at(
+    *,
+    labelled_at: datetime | None,
+    received_at: datetime,
+    predicted_at: datetime,
+    prediction_received_at: datetime,
+) -> datetime:
+    """When a label counts as known: the client's timestamp when it sent one; else its arrival,
+    moved back by as much as its prediction arrived after the prediction's own time, and never
+    before the prediction was made.
+
+    Live, a prediction is posted as it is made (no lag), so a label is known when it arrives. A
+    replay posts history late: every prediction by ``now - its timestamp``, and the labels posted
+    with it would all read as known now, after every past window's end, and feed no past check.
+    Shifted back by their prediction's lag, they keep the delay the replay gave them (posted
+    right after the predictions: none) and are fed in the same order, with the same detections,
+    as the same traffic live (with a label delay shorter than a window)."""
+    if labelled_at is not None:
+        return labelled_at
+    lag = prediction_received_at - predicted_at
+    return max(predicted_at, min(received_at, received_at - lag))
+
+
+def _prediction(model: RegisteredModel, field_name: str, output_field: Any) -> Subquery:
+    """One field of the label's prediction (the sample of the same id), as a subquery."""
+    rows = PredictionSample.objects.filter(model=model, sample_id=OuterRef("sample_id"))
+    return Subquery(rows.values(field_name)[:1], output_field=output_field)
+
+
+def _settle_known_times(model: RegisteredModel) -> None:
+    """Give each unfed label whose prediction is in its known time (once: a label sent again is
+    reset by ingestion, and its prediction is never replaced)."""
+    while True:
+        pending = list(
+            GroundTruth.objects.filter(model=model, fed_to_detector=False, known_at__isnull=True)
+            .annotate(
+                predicted_at=_prediction(model, "timestamp", DateTimeField()),
+                prediction_received_at=_prediction(model, "received_at", DateTimeField()),
+            )
+            .filter(predicted_at__isnull=False)
+            .only("id", "labelled_at", "received_at")[:FEED_CHUNK]
+        )
+        if not pending:
+            return
+        for label in pending:
+            label.known_at = label_known_at(
+                labelled_at=label.labelled_at,
+                received_at=label.received_at,
+                predicted_at=label.predicted_at,  # type: ignore[attr-defined]  # annotated above
+                prediction_received_at=label.prediction_received_at,  # type: ignore[attr-defined]
+            )
+        GroundTruth.objects.bulk_update(pending, ["known_at"], batch_size=1000)
+
+
 def _unfed(model: RegisteredModel, known_by: datetime) -> Any:
     """Labels not fed yet whose prediction is in, known by `known_by`, in the order they became known."""
-    prediction = PredictionSample.objects.filter(model=model, sample_id=OuterRef("sample_id")).values(
-        "prediction"
-    )[:1]
     return (
-        GroundTruth.objects.filter(model=model, fed_to_detector=False)
-        .annotate(known_at=Coalesce("labelled_at", "received_at"))
-        .filter(known_at__lte=known_by)
-        .annotate(predicted=Subquery(prediction, output_field=JSONField()))
+        GroundTruth.objects.filter(model=model, fed_to_detector=False, known_at__lte=known_by)
+        .annotate(predicted=_prediction(model, "prediction", JSONField()))
         .filter(predicted__isnull=False)
         .order_by("known_at", "id")
         .values_list("id", "sample_id", "label", "predicted")
@@ -79,6 +127,7 @@ def detector_feed(*, model: RegisteredModel, known_by: datetime) -> DetectorUpda
     row = SequentialDetector.objects.select_for_update().get(pk=row.pk)  # one feeder at a time
     detector = pickle.loads(bytes(row.state)) if row.state else _new_detector()  # noqa: S301 (our own state)
     update = DetectorUpdate(total=row.fed)
+    _settle_known_times(model)
     while True:
         pairs = list(_unfed(model, known_by)[:FEED_CHUNK])
         if not pairs:

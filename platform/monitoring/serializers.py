@@ -8,11 +8,13 @@ from typing import Any
 from rest_framework import serializers
 
 from core.serializers import IsoDateTimeField, typed_json
+from monitoring.alert_kinds import ALERT_KINDS, alert_kind
 from monitoring.models import Alert, MonitoringPolicy, QualityCheck
 from monitoring.policy import POLICY_FIELDS
 from workers.drift.decisions import Decisions
 from workers.drift.engine import ColumnDriftDict, DriftDict
 from workers.drift.quality import LabelStats, Metrics
+from workers.drift.result import decisions_read
 
 
 class SampleIn(serializers.Serializer):
@@ -122,6 +124,9 @@ class AlertOut(serializers.ModelSerializer):
     opened_at = IsoDateTimeField()
     acknowledged_at = IsoDateTimeField(allow_null=True)
     resolved_at = IsoDateTimeField(allow_null=True)
+    rule = serializers.SerializerMethodField(
+        help_text="the threshold rule that produced a quality alert, in words (null for drift kinds)"
+    )
 
     class Meta:
         model = Alert
@@ -132,6 +137,7 @@ class AlertOut(serializers.ModelSerializer):
             "severity",
             "state",
             "message",
+            "rule",
             "check",
             "opened_by_check",
             "resolved_by_check",
@@ -139,6 +145,11 @@ class AlertOut(serializers.ModelSerializer):
             "acknowledged_at",
             "resolved_at",
         ]
+
+    def get_rule(self, alert: Alert) -> str | None:
+        if alert.kind not in ALERT_KINDS or not alert_kind(alert.kind).thresholded:
+            return None
+        return decisions_read((alert.details or {}).get("decisions")).rule_text
 
 
 class CheckRunOut(CheckOut):

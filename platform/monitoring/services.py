@@ -195,13 +195,14 @@ def labels_ingest(*, model: RegisteredModel, body: Any) -> LabelResult:
                         label=label.label,
                         received_at=now,
                         labelled_at=label.labelled_at,
+                        known_at=None,  # decided at the detector's next feed (label_known_at)
                     )
                     for sample_id, label in labels
                 ],
                 batch_size=1000,
                 update_conflicts=True,
                 unique_fields=["model", "sample_id"],
-                update_fields=["label", "received_at", "labelled_at"],
+                update_fields=["label", "received_at", "labelled_at", "known_at"],
             )
             matched += len(_existing_sample_ids(model, [sample_id for sample_id, _ in labels]))
     return LabelResult(matched=matched, pending=len(order) - matched)

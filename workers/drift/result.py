@@ -151,6 +151,11 @@ class StoredDecisions:
     usable_for_training: bool = False
     suppressed: str | None = None  # why drift verdicts were withheld (a broken feed)
     accuracy_drop_by: str | None = None  # "sequential detector" when it, not the window, found it
+    rule: str | None = None  # the threshold rule that decided (None: stored before rules existed)
+    rule_text: str | None = None  # the rule in words, with its band or tolerance
+    threshold: float | None = None  # the realised metric's edge on its bad side
+    estimate_threshold: float | None = None  # the label-free estimate's edge
+    band: tuple[float | None, float | None] | None = None  # the reference band (lower, upper)
     sequential: Mapping[str, Any] | None = None  # the detector's update: fed, degraded, evidence
     verdicts: Mapping[str, bool | None] = field(default_factory=dict)  # DECISION_KINDS → verdict
 
@@ -173,9 +178,11 @@ def decisions_read(raw: object) -> StoredDecisions:
     stored = _json(raw)
     verdicts = {k: stored[k] if isinstance(stored.get(k), bool) else None for k in DECISION_KINDS}
     values = _present(StoredDecisions, stored)
-    for key in ("value", "baseline", "tolerance"):
+    for key in ("value", "baseline", "tolerance", "threshold", "estimate_threshold"):
         if key in values:
             values[key] = number(values[key])
+    band = _json(values.get("band"))
+    values["band"] = (number(band.get("lower")), number(band.get("upper"))) if band else None
     values["usable_for_training"] = values.get("usable_for_training") is True  # only a stored true
     return StoredDecisions(**values, verdicts=verdicts)
 

@@ -220,7 +220,11 @@ def test_late_labels_fill_in_the_realised_side_of_a_finished_check() -> None:
     assert check.n_labelled == 1000 and 0.6 < check.metrics["accuracy"] < 0.8
     assert check.estimated["realised"] == check.metrics["accuracy"]
     assert check.estimated["error"] == check.estimated["value"] - check.metrics["accuracy"]
-    assert (check.drift, check.decisions) == (drift_before, decisions_before)
+    assert check.drift == drift_before, "drift stays as taken"
+    assert decisions_before["value"] is None and decisions_before["accuracy_drop"] is None
+    assert check.decisions["value"] == check.metrics["accuracy"] and check.decisions["accuracy_drop"] is True
+    unchanged = ("data_drift", "prediction_drift", "estimated_accuracy_drop", "data_quality")
+    assert {k: check.decisions[k] for k in unchanged} == {k: decisions_before[k] for k in unchanged}
     assert checks_labels_refresh(now=T0 + timedelta(hours=2)) == 0, "nothing new: no work"
 
 
