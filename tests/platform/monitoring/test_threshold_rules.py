@@ -132,3 +132,17 @@ def test_a_bad_threshold_option_is_a_400_naming_it_and_nothing_is_stored(
     errors = response.json()["errors"]
     assert [(e["field"], e["message"]) for e in errors] == [(field, message)]
     assert MonitoringPolicy.objects.get(model__name="strict").threshold_rule == "absolute"
+
+
+@pytest.mark.django_db
+def test_the_migration_keeps_a_chosen_tolerance_absolute_and_moves_the_old_default_to_the_band() -> None:
+    from importlib import import_module
+
+    from django.apps import apps
+
+    migration = import_module("monitoring.migrations.0014_thr_threshold_rules_label_known_at")
+    monitored_model("chosen", tolerance=0.02, threshold_rule="reference_band")
+    monitored_model("default", tolerance=0.05, threshold_rule="reference_band")
+    migration.keep_chosen_tolerances(apps, None)
+    rules = dict(MonitoringPolicy.objects.values_list("model__name", "threshold_rule"))
+    assert rules == {"chosen": "absolute", "default": "reference_band"}
