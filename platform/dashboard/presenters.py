@@ -128,10 +128,14 @@ def baseline_text(*, policy: MonitoringPolicy, reference: ReferenceDataset | Non
 
 
 def notify_text(*, policy: MonitoringPolicy, staff: bool) -> str:
-    """E-mails, and the webhook's host for staff only: its path and query often carry credentials."""
+    """E-mails, and the webhooks' hosts for staff only: their paths and queries often carry credentials."""
     targets = policy.emails()
-    if policy.webhook_url and staff:
-        targets.append(f"webhook to {urlsplit(policy.webhook_url).hostname or '?'}")
+    if staff:
+        for label, url in (("webhook", policy.webhook_url), ("Slack webhook", policy.slack_webhook_url)):
+            if url:
+                targets.append(f"{label} to {urlsplit(url).hostname or '?'}")
+        if policy.pagerduty_routing_key:
+            targets.append(f"PagerDuty via {urlsplit(policy.pagerduty_url).hostname or '?'}")
     return ", ".join(targets) or "—"
 
 

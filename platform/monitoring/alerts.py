@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from core.enqueue import enqueue
 from monitoring.alert_kinds import ALERT_KINDS, alert_kind, alert_kind_retrains
+from monitoring.destinations import policy_targets
 from monitoring.models import LIVE_ALERT_STATES, Alert, AlertState, CheckState, Notification, QualityCheck
 from monitoring.selectors import check_result, policy_for
 from workers import queues
@@ -156,11 +157,8 @@ def alert_acknowledge(*, alert: Alert, by: str | None = None) -> bool:
 
 
 def notifications_create(*, alert: Alert, policy: "MonitoringPolicy", event: str) -> list[Notification]:
-    targets = [("email", e) for e in policy.emails()]
-    if policy.webhook_url:
-        targets.append(("webhook", policy.webhook_url))
     created = []
-    for channel, target in targets:
+    for channel, target in policy_targets(policy):
         notification, new = Notification.objects.get_or_create(
             alert=alert, event=event, channel=channel, target=target
         )

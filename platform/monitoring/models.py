@@ -3,7 +3,7 @@
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from monitoring.policy import WindowKind, policy_errors
+from monitoring.policy import PAGERDUTY_EVENTS_URL, WindowKind, policy_errors
 from registry.models import ModelVersion, RegisteredModel
 from workers.drift.decisions import higher_is_better
 
@@ -96,6 +96,15 @@ class MonitoringPolicy(models.Model):
     notify_emails = models.TextField(blank=True, help_text="comma-separated")
     webhook_url = models.URLField(blank=True)
     webhook_secret = models.CharField(max_length=200, blank=True, help_text="HMAC-SHA256 key")
+    slack_webhook_url = models.URLField(
+        max_length=500, blank=True, help_text="a Slack-compatible incoming webhook (Slack, Mattermost, ...)"
+    )
+    pagerduty_routing_key = models.CharField(
+        max_length=200, blank=True, help_text="PagerDuty Events v2 integration (routing) key; empty: off"
+    )
+    pagerduty_url = models.URLField(
+        max_length=500, default=PAGERDUTY_EVENTS_URL, help_text="the Events v2 enqueue endpoint"
+    )
     next_check_at = models.DateTimeField(null=True, blank=True, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -302,6 +311,10 @@ class Alert(models.Model):
         return f"{self.kind} on {self.model} ({self.state})"
 
 
+# Where an alert event can go (monitoring.destinations says how each one is sent).
+CHANNELS = ("email", "webhook", "slack", "pagerduty")
+
+
 class NotificationState(models.TextChoices):
     PENDING = "pending"
     SENDING = "sending"
@@ -314,7 +327,7 @@ class Notification(models.Model):
 
     alert = models.ForeignKey(Alert, on_delete=models.CASCADE, related_name="notifications")
     event = models.CharField(max_length=20, help_text="opened or resolved")
-    channel = models.CharField(max_length=10, choices=[("email", "email"), ("webhook", "webhook")])
+    channel = models.CharField(max_length=10, choices=[(c, c) for c in CHANNELS])
     target = models.CharField(max_length=500)
     state = models.CharField(
         max_length=10, choices=NotificationState.choices, default=NotificationState.PENDING

@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # the model imports these rules for its clean(): only its typ
 CLASSIFICATION_METRICS = ("accuracy", "f1_macro")
 REGRESSION_METRICS = ("mae", "rmse", "r2")
 DEFAULT_METRIC = {"classification": "accuracy", "regression": "mae"}
+PAGERDUTY_EVENTS_URL = "https://events.pagerduty.com/v2/enqueue"
 
 
 class WindowKind(models.TextChoices):
@@ -146,8 +147,11 @@ def policy_errors(policy: "MonitoringPolicy", task: str) -> list[FieldError]:
         add("baseline", "must be finite")
     if policy.alert_k > policy.alert_n:
         add("alert_k", f"must be <= alert_n ({policy.alert_n})")
-    if policy.webhook_url and (problem := target_problem(policy.webhook_url)):
-        add("webhook_url", problem)
+    for field in ("webhook_url", "slack_webhook_url"):
+        if getattr(policy, field) and (problem := target_problem(getattr(policy, field))):
+            add(field, problem)
+    if policy.pagerduty_routing_key and (problem := target_problem(policy.pagerduty_url)):
+        add("pagerduty_url", problem)
     return errors
 
 
