@@ -20,6 +20,7 @@ from monitoring.alerts import alerts_evaluate
 from monitoring.models import CheckDistribution, CheckState, MonitoringPolicy, QualityCheck
 from monitoring.policy import policy_drift_methods
 from monitoring.reference import ReferenceState, drift_columns, reference_state
+from monitoring.segments import segments_compute
 from monitoring.selectors import policy_for
 from monitoring.sequential import DetectorUpdate, detector_feed
 from monitoring.window import (
@@ -166,6 +167,10 @@ def _compute_into(row: QualityCheck, model: RegisteredModel, spec: WindowSpec) -
         "state": CheckState.DONE,
         "skipped_reason": "",
         "finished_at": timezone.now(),
+        # The same computation once per segment value (monitoring.segments wraps it).
+        "segments": segments_compute(
+            compute=check_compute, model=model, policy=policy, window=window, reference=reference
+        ),
     }
     try:
         with transaction.atomic():

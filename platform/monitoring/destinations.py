@@ -41,8 +41,7 @@ def dashboard_link(view: str, *args: Any) -> str:
 
 def alert_segment_text(alert: Alert) -> str:
     """ " in segment country=DE", or "" for a whole-model alert."""
-    segment = alert.details.get("segment") if isinstance(alert.details, dict) else None
-    return f" in segment {segment}" if segment else ""
+    return f" in segment {alert.segment}" if alert.segment else ""
 
 
 def alert_title(alert: Alert, event: str) -> str:
@@ -97,7 +96,7 @@ def pagerduty_payload(alert: Alert, event: str, routing_key: str) -> dict[str, A
             "custom_details": {
                 "alert": alert.pk,
                 "message": alert.message,
-                "segment": alert.details.get("segment") if isinstance(alert.details, dict) else None,
+                "segment": alert.segment or None,
                 "opened_by_check": alert.opened_by_id,
             },
         },

@@ -93,6 +93,14 @@ class MonitoringPolicy(models.Model):
         default=True, help_text="also watch the error stream with ADWIN, label by label"
     )
     auto_retrain = models.BooleanField(default=False)
+    segments = models.JSONField(
+        default=list,
+        blank=True,
+        help_text='segment features: [{"feature": "country"}, {"feature": "age", "bins": [30, 50]}]',
+    )
+    segment_limit = models.PositiveIntegerField(
+        default=5, help_text="values per segment feature (top by volume); the rest is 'other'"
+    )
     notify_emails = models.TextField(blank=True, help_text="comma-separated")
     webhook_url = models.URLField(blank=True)
     webhook_secret = models.CharField(max_length=200, blank=True, help_text="HMAC-SHA256 key")
@@ -191,6 +199,9 @@ class QualityCheck(models.Model):
     prediction_drift = models.JSONField(default=dict, blank=True)
     data_quality = models.JSONField(default=dict, blank=True)
     decisions = models.JSONField(default=dict, blank=True)
+    segments = models.JSONField(
+        default=dict, blank=True, help_text="the same measures and decisions per segment value"
+    )
     error = models.TextField(blank=True)
     skipped_reason = models.TextField(blank=True, help_text="why the check measured nothing")
     labels_refreshed_at = models.DateTimeField(
@@ -272,13 +283,16 @@ class AlertState(models.TextChoices):
     RESOLVED = "resolved"
 
 
-# Live: the condition still stands (at most one live alert per model and kind, see Alert.Meta).
+# Live: the condition still stands (at most one live alert per model, kind and segment, see Alert.Meta).
 LIVE_ALERT_STATES = (AlertState.OPEN, AlertState.ACKNOWLEDGED)
 
 
 class Alert(models.Model):
     model = models.ForeignKey(RegisteredModel, on_delete=models.CASCADE, related_name="alerts")
     kind = models.CharField(max_length=30, choices=AlertKind.choices)
+    segment = models.CharField(
+        max_length=300, blank=True, default="", help_text="feature=value; empty: the whole model"
+    )
     severity = models.CharField(max_length=10, choices=Severity.choices, default=Severity.WARNING)
     state = models.CharField(max_length=15, choices=AlertState.choices, default=AlertState.OPEN)
     message = models.TextField()
@@ -301,7 +315,7 @@ class Alert(models.Model):
         constraints = [
             # No duplicate alert for a condition that is already open (or acknowledged).
             models.UniqueConstraint(
-                fields=["model", "kind"],
+                fields=["model", "kind", "segment"],
                 condition=~models.Q(state="resolved"),
                 name="one_live_alert_per_kind",
             ),
