@@ -79,3 +79,13 @@ def test_an_unknown_segment_falls_back_to_the_whole_model(staff: Client, segment
 
 def test_a_model_without_segments_has_no_selector(staff: Client, story: dict[str, Any]) -> None:
     assert 'id="segment"' not in staff.get("/models/sea/").content.decode()
+
+
+def test_a_segment_alert_names_its_segment_in_the_alert_list(staff: Client, segmented: QualityCheck) -> None:
+    from monitoring.models import Alert
+
+    alert = Alert.objects.exclude(segment="").filter(segment="segment=a").first()
+    assert alert is not None
+    page = staff.get("/alerts/").content.decode()
+    assert f'<tr id="alert-{alert.pk}"' in page
+    assert '<small class="muted alert-segment">segment=a</small>' in page
