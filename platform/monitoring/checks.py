@@ -20,7 +20,7 @@ from monitoring.alerts import alerts_evaluate
 from monitoring.models import CheckDistribution, CheckState, MonitoringPolicy, QualityCheck
 from monitoring.policy import policy_drift_methods
 from monitoring.reference import ReferenceState, drift_columns, reference_state
-from monitoring.segments import segments_compute
+from monitoring.segments import segments_compute, segments_realised_refresh
 from monitoring.selectors import policy_for
 from monitoring.sequential import DetectorUpdate, detector_feed
 from monitoring.window import (
@@ -338,10 +338,17 @@ def check_labels_refresh(*, check: QualityCheck) -> bool:
     if labelled_now <= check.n_labelled:
         return False
     loaded = window_load(model=model, start=window.start, end=window.end, last_n=window.last_n)
-    realised = _realised(model, policy_for(model), loaded.frame)
+    policy = policy_for(model)
+    realised = _realised(model, policy, loaded.frame)
     estimated = cast(EstimatedDict, dict(check.estimated))  # as the engine stored it
     _pair_estimate(estimated, realised["metrics"])
-    fields = {**realised, "estimated": estimated, "labels_refreshed_at": timezone.now()}
+    segments = segments_realised_refresh(
+        segments=check.segments,
+        frame=loaded.frame,
+        realise=lambda rows: _realised(model, policy, rows),
+        pair=_pair_estimate,
+    )
+    fields = {**realised, "estimated": estimated, "segments": segments, "labels_refreshed_at": timezone.now()}
     return QualityCheck.objects.filter(pk=check.pk, state=CheckState.DONE).update(**fields) == 1
 
 

@@ -152,3 +152,40 @@ def segments_compute(
             ],
         }
     return out
+
+
+def segments_realised_refresh(
+    *,
+    segments: Any,
+    frame: pd.DataFrame,
+    realise: Callable[..., Any],
+    pair: Compute,
+) -> dict[str, Any]:
+    """The stored segments with their realised side recomputed on a reloaded window (late
+    labels), each row in the segment it was in; drift, estimates and decisions stay as decided."""
+    if not isinstance(segments, dict):
+        return {}
+    out = {}
+    for feature, stored in segments.items():
+        if feature not in frame.columns or not isinstance(stored, dict):
+            out[feature] = stored
+            continue
+        spec = SegmentSpec(feature, tuple(stored["bins"]) if stored.get("bins") else None)
+        labels = spec.labels(frame[feature])
+        named = [e["value"] for e in stored.get("values", []) if e["value"] != OTHER]
+        grouped = labels.where(labels.isin(named), OTHER).to_numpy()
+        values = []
+        for entry in stored.get("values", []):
+            realised = realise(frame[grouped == entry["value"]])
+            estimated = dict(entry.get("estimated") or {})
+            pair(estimated, realised["metrics"])
+            values.append(
+                {
+                    **entry,
+                    "n_labelled": realised["n_labelled"],
+                    "metrics": realised["metrics"],
+                    "estimated": estimated,
+                }
+            )
+        out[feature] = {**stored, "values": values}
+    return out

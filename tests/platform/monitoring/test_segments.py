@@ -63,6 +63,9 @@ def test_a_segment_that_degrades_alerts_with_its_segment_and_the_whole_model_doe
     bad, good = entry(check, "segment=c"), entry(check, "segment=a")
     assert bad["metrics"]["accuracy"] < 0.7 < 0.85 < good["metrics"]["accuracy"]
     assert (bad["decisions"]["accuracy_drop"], good["decisions"]["accuracy_drop"]) == (True, False)
+    assert (
+        bad["estimated"]["value"] is not None and bad["estimated"]["realised"] == bad["metrics"]["accuracy"]
+    )
     assert check.decisions["accuracy_drop"] is False
     alerts = list(Alert.objects.filter(model=model, kind="accuracy_drop").values_list("segment", flat=True))
     assert alerts == ["segment=c"]
@@ -181,3 +184,24 @@ def test_the_api_sets_segments_and_returns_them_with_checks_and_alerts(
     alerts = client_for("read").get("/api/v1/models/sea/alerts").json()
     listed = alerts["results"] if isinstance(alerts, dict) else alerts
     assert [a["segment"] for a in listed if a["kind"] == "accuracy_drop"] == ["segment=other"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_late_labels_fill_in_each_segments_realised_quality() -> None:
+    from monitoring.checks import check_labels_refresh
+    from monitoring.services import labels_ingest
+
+    model = monitored_model(**SEGMENTED)
+    data = spoiled(1000, seed=5)
+    send(model, data, start=T0, prefix="late", labelled=False)
+    check = check_at(model, 1)
+    assert entry(check, "segment=c")["metrics"] == {}
+    labels = [{"id": f"late{i}", "label": r["label"]} for i, r in enumerate(data)]
+    labels_ingest(model=model, body={"labels": labels})
+    assert check_labels_refresh(check=check)
+    check.refresh_from_db()
+    late = entry(check, "segment=c")
+    assert late["n_labelled"] == late["n_samples"] > 100
+    assert late["metrics"]["accuracy"] < 0.7
+    assert late["estimated"]["realised"] == late["metrics"]["accuracy"]
+    assert late["decisions"]["accuracy_drop"] is None  # decided when the check ran, without labels
