@@ -152,7 +152,15 @@ class AlertAdmin(admin.ModelAdmin):
     list_display = (model_name, "kind", "severity", "state", "short_message", "opened")
     list_select_related = ("model",)
     list_filter = ("state", "kind", "severity", "model")
-    readonly_fields = ("opened_by", "last_check", "details", "opened_at", "acknowledged_at", "resolved_at")
+    readonly_fields = (
+        "segment",
+        "opened_by",
+        "last_check",
+        "details",
+        "opened_at",
+        "acknowledged_at",
+        "resolved_at",
+    )
     actions = ["acknowledge", "resolve"]
 
     @admin.display(description="message")
