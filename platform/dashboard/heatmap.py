@@ -13,6 +13,7 @@ from dashboard.numbers import fixed
 from dashboard.selectors import checks_recent
 from dashboard.timerange import TimeRange
 from monitoring.models import QualityCheck
+from monitoring.segment_rules import segment_entries
 from registry.models import RegisteredModel
 from workers.drift.result import StoredDrift, StoredScore, drift_read, score_read
 
@@ -98,13 +99,26 @@ def _descriptor_rows(
     ]
 
 
-def drift_heatmap(*, model: RegisteredModel, trange: TimeRange | None = None) -> dict[str, Any] | None:
-    """Rows: features then the prediction; columns: the latest checks in the range, oldest first."""
-    checks = checks_recent(model=model, limit=HEATMAP_CHECKS, done_only=True, trange=trange)
-    checks = [c for c in checks if c.drift or c.prediction_drift]
-    if not checks:
+def _measured(check: QualityCheck, segment: str) -> tuple[object, object]:
+    """The check's (drift, prediction drift): the whole model's, or one segment's."""
+    if not segment:
+        return check.drift, check.prediction_drift
+    entry = segment_entries(check.segments).get(segment) or {}
+    return entry.get("drift"), entry.get("prediction_drift")
+
+
+def drift_heatmap(
+    *, model: RegisteredModel, trange: TimeRange | None = None, segment: str = ""
+) -> dict[str, Any] | None:
+    """Rows: features then the prediction; columns: the latest checks in the range, oldest first.
+    With ``segment`` (``country=DE``), each check's drift in that segment."""
+    recent = checks_recent(model=model, limit=HEATMAP_CHECKS, done_only=True, trange=trange)
+    measured = [(c, _measured(c, segment)) for c in recent]
+    measured = [(c, m) for c, m in measured if m[0] or m[1]]
+    if not measured:
         return None
-    drifts = [drift_read(c.drift) for c in checks]
+    checks = [c for c, _ in measured]
+    drifts = [drift_read(m[0]) for _, m in measured]
     # Each cell names its check: a click opens that feature's drill-down at that check.
     rows: list[dict[str, Any]] = []
     for n in _feature_names(model, drifts):
@@ -119,7 +133,7 @@ def drift_heatmap(*, model: RegisteredModel, trange: TimeRange | None = None) ->
         rows.append(
             {"name": MULTIVARIATE_ROW, "is_prediction": True, "is_multivariate": True, "cells": cells}
         )
-    prediction = [{**drift_cell(score_read(c.prediction_drift)), "check": c.pk} for c in checks]
+    prediction = [{**drift_cell(score_read(m[1])), "check": c.pk} for c, m in measured]
     rows.append({"name": PREDICTION_ROW, "is_prediction": True, "cells": prediction})
     return {"columns": [_column_head(c, d) for c, d in zip(checks, drifts, strict=True)], "rows": rows}
 

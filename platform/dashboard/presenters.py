@@ -11,6 +11,7 @@ from dashboard.numbers import finite, interval, scalar_text
 from dashboard.timerange import TimeRange
 from monitoring.alert_kinds import ALERT_KINDS
 from monitoring.models import MonitoringPolicy, QualityCheck
+from monitoring.segment_rules import policy_segments, segment_entries
 from monitoring.selectors import policy_for
 from registry.models import ReferenceDataset, RegisteredModel
 from workers.drift.result import (
@@ -140,10 +141,14 @@ def threshold_rule_text(*, policy: MonitoringPolicy) -> str:
 
 
 def notify_text(*, policy: MonitoringPolicy, staff: bool) -> str:
-    """E-mails, and the webhook's host for staff only: its path and query often carry credentials."""
+    """E-mails, and the webhooks' hosts for staff only: their paths and queries often carry credentials."""
     targets = policy.emails()
-    if policy.webhook_url and staff:
-        targets.append(f"webhook to {urlsplit(policy.webhook_url).hostname or '?'}")
+    if staff:
+        for label, url in (("webhook", policy.webhook_url), ("Slack webhook", policy.slack_webhook_url)):
+            if url:
+                targets.append(f"{label} to {urlsplit(url).hostname or '?'}")
+        if policy.pagerduty_routing_key:
+            targets.append(f"PagerDuty via {urlsplit(policy.pagerduty_url).hostname or '?'}")
     return ", ".join(targets) or "—"
 
 
@@ -264,3 +269,30 @@ def check_detail(*, check: QualityCheck) -> dict[str, Any]:
         "data_quality": data_quality_rows(check=check),
         "has_report": selectors.check_has_report(check=check),
     }
+
+
+# --- segments -------------------------------------------------------------------------------
+
+
+def segment_rows(*, check: QualityCheck | None, policy: MonitoringPolicy) -> list[dict[str, Any]]:
+    """One row per segment value of the check (the policy's features in order): size, quality,
+    estimate, drift share, verdicts, and why a small segment decided nothing."""
+    if check is None:
+        return []
+    rows, metric = [], policy.metric
+    order = [spec.feature for spec in policy_segments(policy)]
+    for key, entry in segment_entries(check.segments, order).items():
+        decisions = decisions_read(entry.get("decisions"))
+        rows.append(
+            {
+                "key": key,
+                "n_samples": entry.get("n_samples", 0),
+                "n_labelled": entry.get("n_labelled", 0),
+                "value": metrics_read(entry.get("metrics")).value(metric),
+                "estimated": estimate_read(entry.get("estimated")).value,
+                "drift_share": drift_read(entry.get("drift")).share,
+                "badges": decision_badges(decisions),
+                "undecided": (entry.get("decisions") or {}).get("undecided"),
+            }
+        )
+    return rows

@@ -33,7 +33,7 @@ CHART_LIMIT = 5000  # check rows read at most for one chart
 MARKERS = 200  # of each kind
 DRIFT_KINDS = drift_alert_kinds()
 # What a chart never reads: left in the database when a long range loads thousands of rows.
-HEAVY_COLUMNS = ("drift", "prediction_drift", "data_quality", "labels", "error", "report")
+HEAVY_COLUMNS = ("drift", "prediction_drift", "data_quality", "labels", "error", "report", "segments")
 
 
 # --- models ---------------------------------------------------------------------------------

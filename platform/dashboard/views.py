@@ -87,6 +87,11 @@ def _model_context(request: HttpRequest, model: RegisteredModel) -> dict[str, An
     retrain_jobs = jobs.job_views(retrain_selectors.jobs_for_model(model=model, limit=20))
     if trange.error:
         messages.warning(request, f"{trange.error}: showing the {trange.label}.")
+    segments = presenters.segment_rows(check=latest, policy=policy)
+    segment = request.GET.get("segment", "")
+    if segment and segment not in {s["key"] for s in segments}:
+        messages.warning(request, f"No segment {segment!r} in the latest check: showing the whole model.")
+        segment = ""
     return {
         "reference": reference,
         "trange": trange,
@@ -99,7 +104,9 @@ def _model_context(request: HttpRequest, model: RegisteredModel) -> dict[str, An
         ),
         "policy_form": policy_form_fields(policy=policy) if request.user.is_staff else None,
         "chart": quality_chart(model=model, policy=policy, trange=trange),
-        "heatmap": drift_heatmap(model=model, trange=trange),
+        "heatmap": drift_heatmap(model=model, trange=trange, segment=segment),
+        "segments": segments,
+        "segment": segment,
         "latest": latest,
         "data_quality": presenters.data_quality_rows(check=latest),
         "alerts": monitoring_selectors.alerts_list(model=model, limit=50),

@@ -378,6 +378,8 @@ EMAIL_USE_TLS = _EMAIL.use_tls
 EMAIL_USE_SSL = _EMAIL.use_ssl
 EMAIL_TIMEOUT = _EMAIL.timeout
 DEFAULT_FROM_EMAIL = env_str("DRIFTWATCH_FROM_EMAIL", "driftwatch@localhost")
+# The dashboard's address as people reach it: alert messages (Slack, PagerDuty) link back to it.
+DRIFTWATCH_PUBLIC_URL = env_str("DRIFTWATCH_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
 
 LOGGING = {
     "version": 1,

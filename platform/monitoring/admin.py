@@ -23,36 +23,52 @@ from monitoring.reports import check_report_request
 from monitoring.window import scheduled_window
 from workers.drift.result import decisions_read, metrics_read
 
-SECRET_FIELDS = frozenset({"webhook_secret", "clear_webhook_secret"})
+# Write-only policy fields: never rendered back, kept when left blank, removed by a checkbox.
+SECRETS = {
+    "webhook_secret": "HMAC-SHA256 key",
+    "pagerduty_routing_key": "PagerDuty Events v2 integration (routing) key",
+}
+SECRET_FIELDS = frozenset({*SECRETS, *(f"clear_{name}" for name in SECRETS)})
 
 
-class MonitoringPolicyForm(forms.ModelForm):
-    """The webhook secret is write-only: never rendered back, kept when left blank."""
-
-    webhook_secret = forms.CharField(
+def _secret_input(what: str) -> forms.CharField:
+    return forms.CharField(
         required=False,
         strip=False,
         widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
-        help_text="HMAC-SHA256 key. Never shown; leave blank to keep the current one.",
+        help_text=f"{what}. Never shown; leave blank to keep the current one.",
     )
+
+
+class MonitoringPolicyForm(forms.ModelForm):
+    """The webhook secret and the PagerDuty routing key are write-only."""
+
+    webhook_secret = _secret_input(SECRETS["webhook_secret"])
     clear_webhook_secret = forms.BooleanField(required=False, label="Remove the webhook secret")
+    pagerduty_routing_key = _secret_input(SECRETS["pagerduty_routing_key"])
+    clear_pagerduty_routing_key = forms.BooleanField(required=False, label="Remove the PagerDuty routing key")
 
     class Meta:
         model = MonitoringPolicy
         fields = "__all__"  # noqa: DJ007  every field, as the admin would build it
 
-    def clean_webhook_secret(self) -> str:
-        value: str = self.cleaned_data.get("webhook_secret") or ""
-        if self.data.get("clear_webhook_secret"):
+    def _kept(self, name: str) -> str:
+        value: str = self.cleaned_data.get(name) or ""
+        if self.data.get(f"clear_{name}"):
             return ""
-        return value or (self.instance.webhook_secret if self.instance.pk else "")
+        return value or (getattr(self.instance, name) if self.instance.pk else "")
+
+    def clean_webhook_secret(self) -> str:
+        return self._kept("webhook_secret")
+
+    def clean_pagerduty_routing_key(self) -> str:
+        return self._kept("pagerduty_routing_key")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        if self.instance.pk and self.instance.webhook_secret:
-            self.fields["webhook_secret"].help_text = "A secret is set (not shown). " + str(
-                self.fields["webhook_secret"].help_text
-            )
+        for name in SECRETS:
+            if self.instance.pk and getattr(self.instance, name):
+                self.fields[name].help_text = "Set (not shown). " + str(self.fields[name].help_text)
 
 
 @admin.register(MonitoringPolicy)
@@ -136,7 +152,15 @@ class AlertAdmin(admin.ModelAdmin):
     list_display = (model_name, "kind", "severity", "state", "short_message", "opened")
     list_select_related = ("model",)
     list_filter = ("state", "kind", "severity", "model")
-    readonly_fields = ("opened_by", "last_check", "details", "opened_at", "acknowledged_at", "resolved_at")
+    readonly_fields = (
+        "segment",
+        "opened_by",
+        "last_check",
+        "details",
+        "opened_at",
+        "acknowledged_at",
+        "resolved_at",
+    )
     actions = ["acknowledge", "resolve"]
 
     @admin.display(description="message")

@@ -20,6 +20,7 @@ from monitoring.alerts import alerts_evaluate
 from monitoring.models import CheckDistribution, CheckState, MonitoringPolicy, QualityCheck
 from monitoring.policy import ThresholdRule, WindowKind, policy_drift_methods
 from monitoring.reference import ReferenceState, drift_columns, reference_band, reference_state
+from monitoring.segments import segments_compute, segments_realised_refresh
 from monitoring.selectors import policy_for
 from monitoring.sequential import DetectorUpdate, detector_feed
 from monitoring.window import (
@@ -167,6 +168,10 @@ def _compute_into(row: QualityCheck, model: RegisteredModel, spec: WindowSpec) -
         "state": CheckState.DONE,
         "skipped_reason": "",
         "finished_at": timezone.now(),
+        # The same computation once per segment value (monitoring.segments wraps it).
+        "segments": segments_compute(
+            compute=check_compute, model=model, policy=policy, window=window, reference=reference
+        ),
     }
     try:
         with transaction.atomic():
@@ -348,6 +353,13 @@ def check_labels_refresh(*, check: QualityCheck) -> bool:
         **realised,
         "estimated": estimated,
         "decisions": decisions,
+        # each segment's realised side too (its drift, estimate and decisions stay as decided)
+        "segments": segments_realised_refresh(
+            segments=check.segments,
+            frame=loaded.frame,
+            realise=lambda rows: _realised(model, policy, rows),
+            pair=_pair_estimate,
+        ),
         "labels_refreshed_at": timezone.now(),
     }
     with transaction.atomic():

@@ -3,7 +3,7 @@
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from monitoring.policy import ThresholdRule, WindowKind, policy_errors
+from monitoring.policy import PAGERDUTY_EVENTS_URL, ThresholdRule, WindowKind, policy_errors
 from registry.models import ModelVersion, RegisteredModel
 from workers.drift.decisions import higher_is_better
 
@@ -112,9 +112,26 @@ class MonitoringPolicy(models.Model):
         default=True, help_text="also watch the error stream with ADWIN, label by label"
     )
     auto_retrain = models.BooleanField(default=False)
+    segments = models.JSONField(
+        default=list,
+        blank=True,
+        help_text='segment features: [{"feature": "country"}, {"feature": "age", "bins": [30, 50]}]',
+    )
+    segment_limit = models.PositiveIntegerField(
+        default=5, help_text="values per segment feature (top by volume); the rest is 'other'"
+    )
     notify_emails = models.TextField(blank=True, help_text="comma-separated")
     webhook_url = models.URLField(blank=True)
     webhook_secret = models.CharField(max_length=200, blank=True, help_text="HMAC-SHA256 key")
+    slack_webhook_url = models.URLField(
+        max_length=500, blank=True, help_text="a Slack-compatible incoming webhook (Slack, Mattermost, ...)"
+    )
+    pagerduty_routing_key = models.CharField(
+        max_length=200, blank=True, help_text="PagerDuty Events v2 integration (routing) key; empty: off"
+    )
+    pagerduty_url = models.URLField(
+        max_length=500, default=PAGERDUTY_EVENTS_URL, help_text="the Events v2 enqueue endpoint"
+    )
     next_check_at = models.DateTimeField(null=True, blank=True, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -201,6 +218,9 @@ class QualityCheck(models.Model):
     prediction_drift = models.JSONField(default=dict, blank=True)
     data_quality = models.JSONField(default=dict, blank=True)
     decisions = models.JSONField(default=dict, blank=True)
+    segments = models.JSONField(
+        default=dict, blank=True, help_text="the same measures and decisions per segment value"
+    )
     error = models.TextField(blank=True)
     skipped_reason = models.TextField(blank=True, help_text="why the check measured nothing")
     labels_refreshed_at = models.DateTimeField(
@@ -282,13 +302,16 @@ class AlertState(models.TextChoices):
     RESOLVED = "resolved"
 
 
-# Live: the condition still stands (at most one live alert per model and kind, see Alert.Meta).
+# Live: the condition still stands (at most one live alert per model, kind and segment, see Alert.Meta).
 LIVE_ALERT_STATES = (AlertState.OPEN, AlertState.ACKNOWLEDGED)
 
 
 class Alert(models.Model):
     model = models.ForeignKey(RegisteredModel, on_delete=models.CASCADE, related_name="alerts")
     kind = models.CharField(max_length=30, choices=AlertKind.choices)
+    segment = models.CharField(
+        max_length=300, blank=True, default="", help_text="feature=value; empty: the whole model"
+    )
     severity = models.CharField(max_length=10, choices=Severity.choices, default=Severity.WARNING)
     state = models.CharField(max_length=15, choices=AlertState.choices, default=AlertState.OPEN)
     message = models.TextField()
@@ -311,7 +334,7 @@ class Alert(models.Model):
         constraints = [
             # No duplicate alert for a condition that is already open (or acknowledged).
             models.UniqueConstraint(
-                fields=["model", "kind"],
+                fields=["model", "kind", "segment"],
                 condition=~models.Q(state="resolved"),
                 name="one_live_alert_per_kind",
             ),
@@ -319,6 +342,10 @@ class Alert(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} on {self.model} ({self.state})"
+
+
+# Where an alert event can go (monitoring.destinations says how each one is sent).
+CHANNELS = ("email", "webhook", "slack", "pagerduty")
 
 
 class NotificationState(models.TextChoices):
@@ -333,7 +360,7 @@ class Notification(models.Model):
 
     alert = models.ForeignKey(Alert, on_delete=models.CASCADE, related_name="notifications")
     event = models.CharField(max_length=20, help_text="opened or resolved")
-    channel = models.CharField(max_length=10, choices=[("email", "email"), ("webhook", "webhook")])
+    channel = models.CharField(max_length=10, choices=[(c, c) for c in CHANNELS])
     target = models.CharField(max_length=500)
     state = models.CharField(
         max_length=10, choices=NotificationState.choices, default=NotificationState.PENDING

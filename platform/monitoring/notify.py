@@ -1,4 +1,5 @@
-"""Delivers one notification: e-mail through Django's mail backend, or a signed webhook."""
+"""Delivers one notification: e-mail through Django's mail backend, a signed webhook, a
+Slack-compatible incoming webhook or a PagerDuty Events v2 event (bodies: monitoring.destinations)."""
 
 import hashlib
 import hmac
@@ -6,6 +7,7 @@ import http.client
 import json
 import logging
 import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -15,7 +17,8 @@ from django.utils import timezone
 
 from core import outbound
 from core.enqueue import enqueue
-from monitoring.models import Notification, NotificationState
+from monitoring.destinations import alert_title, pagerduty_payload, slack_payload
+from monitoring.models import MonitoringPolicy, Notification, NotificationState
 from monitoring.selectors import policy_for
 from monitoring.serializers import AlertOut
 from workers import queues
@@ -46,13 +49,28 @@ def _payload(notification: Notification) -> dict[str, Any]:
     return {"event": notification.event, "alert": AlertOut(notification.alert).data}
 
 
-def _send_webhook(notification: Notification, secret: str) -> None:
+def _send_webhook(notification: Notification, policy: MonitoringPolicy) -> None:
     body = json.dumps(_payload(notification), sort_keys=True).encode()
     timestamp = str(int(time.time()))
     headers = {"Content-Type": "application/json", TIMESTAMP_HEADER: timestamp}
-    if secret:
-        headers[SIGNATURE_HEADER] = webhook_signature(secret, timestamp, body)
+    if policy.webhook_secret:
+        headers[SIGNATURE_HEADER] = webhook_signature(policy.webhook_secret, timestamp, body)
     webhook_post(notification.target, body, headers)
+
+
+def _post_json(url: str, payload: dict[str, Any]) -> None:
+    webhook_post(url, json.dumps(payload).encode(), {"Content-Type": "application/json"})
+
+
+def _send_slack(notification: Notification, policy: MonitoringPolicy) -> None:
+    _post_json(notification.target, slack_payload(notification.alert, notification.event))
+
+
+def _send_pagerduty(notification: Notification, policy: MonitoringPolicy) -> None:
+    if not policy.pagerduty_routing_key:
+        raise DeliveryRefused("the policy no longer has a PagerDuty routing key")
+    payload = pagerduty_payload(notification.alert, notification.event, policy.pagerduty_routing_key)
+    _post_json(notification.target, payload)
 
 
 def webhook_post(url: str, body: bytes, headers: dict[str, str]) -> None:
@@ -70,9 +88,9 @@ def webhook_post(url: str, body: bytes, headers: dict[str, str]) -> None:
         raise DeliveryRefused(f"HTTP {status}")
 
 
-def _send_email(notification: Notification) -> None:
+def _send_email(notification: Notification, policy: MonitoringPolicy) -> None:
     alert = notification.alert
-    subject = f"[driftwatch] {alert.kind} {notification.event} on {alert.model.name} ({alert.severity})"
+    subject = alert_title(alert, notification.event)
     try:
         send_mail(
             subject,
@@ -82,6 +100,15 @@ def _send_email(notification: Notification) -> None:
         )
     except OSError as exc:  # SMTP connection problems are OSErrors
         raise TransientDeliveryError(str(exc)) from exc
+
+
+# channel -> sender (each raises TransientDeliveryError to retry, anything else to give up)
+SENDERS: dict[str, Callable[[Notification, MonitoringPolicy], None]] = {
+    "email": _send_email,
+    "webhook": _send_webhook,
+    "slack": _send_slack,
+    "pagerduty": _send_pagerduty,
+}
 
 
 def notification_deliver(*, notification_id: int) -> str:
@@ -95,10 +122,7 @@ def notification_deliver(*, notification_id: int) -> str:
         return "skipped"
     notification = Notification.objects.select_related("alert__model").get(pk=notification_id)
     try:
-        if notification.channel == "email":
-            _send_email(notification)
-        else:
-            _send_webhook(notification, policy_for(notification.alert.model).webhook_secret)
+        SENDERS[notification.channel](notification, policy_for(notification.alert.model))
     except Exception as exc:
         Notification.objects.filter(pk=notification_id).update(
             state=NotificationState.FAILED, attempts=notification.attempts + 1, last_error=str(exc)[:2000]

@@ -11,6 +11,7 @@ from django.db import models
 
 from core.errors import FieldError, InvalidInput
 from core.outbound import target_problem
+from monitoring.segment_rules import SEGMENT_LIMIT_RANGE, segments_errors
 from workers.drift import thresholds
 from workers.features import feature_type
 
@@ -20,6 +21,7 @@ if TYPE_CHECKING:  # the model imports these rules for its clean(): only its typ
 CLASSIFICATION_METRICS = ("accuracy", "f1_macro")
 REGRESSION_METRICS = ("mae", "rmse", "r2")
 DEFAULT_METRIC = {"classification": "accuracy", "regression": "mae"}
+PAGERDUTY_EVENTS_URL = "https://events.pagerduty.com/v2/enqueue"
 
 
 class WindowKind(models.TextChoices):
@@ -55,7 +57,11 @@ POLICY_FIELDS = [
     "cooldown_minutes",
     "sequential_detector",
     "auto_retrain",
+    "segment_limit",
 ]
+# Fields the API reads and writes beside those (the page's form has no input for a JSON list).
+JSON_FIELDS = ["segments"]
+API_POLICY_FIELDS = [*POLICY_FIELDS, *JSON_FIELDS]
 BOOLEANS = {"enabled", "auto_retrain", "sequential_detector"}
 # field -> smallest allowed value
 INTEGERS = {
@@ -67,6 +73,7 @@ INTEGERS = {
     "alert_n": 1,
     "resolve_after": 1,
     "cooldown_minutes": 0,
+    "segment_limit": SEGMENT_LIMIT_RANGE[0],
 }
 MAX_INTEGER = 2_147_483_647  # PositiveIntegerField's column
 # Upper bounds of every duration and count: past them a window's datetime arithmetic overflows
@@ -83,6 +90,7 @@ UPPER = {
     "alert_n": 100,
     "resolve_after": 100,
     "cooldown_minutes": MINUTES_PER_YEAR,
+    "segment_limit": SEGMENT_LIMIT_RANGE[1],
 }
 NUMBERS = {"tolerance", "relative_tolerance", "band_sigmas", "baseline", "drift_share"}
 # field -> the feature type whose drift method it picks, from the methods that type declares
@@ -121,6 +129,8 @@ def _type_error(field: str, value: Any) -> str | None:
         if isinstance(value, bool) or not isinstance(value, int | float):
             return "must be a number"
         return None if math.isfinite(value) else "must be finite"
+    if field in JSON_FIELDS:
+        return None  # any JSON here; policy_errors names what is wrong in it, row by row
     if field in ("window_kind", "metric", "threshold_rule", *DRIFT_METHOD_FIELDS):
         return None if isinstance(value, str) else "must be a string"
     return "unknown policy field"
@@ -161,8 +171,12 @@ def policy_errors(policy: "MonitoringPolicy", task: str) -> list[FieldError]:
         add("baseline", "must be finite")
     if policy.alert_k > policy.alert_n:
         add("alert_k", f"must be <= alert_n ({policy.alert_n})")
-    if policy.webhook_url and (problem := target_problem(policy.webhook_url)):
-        add("webhook_url", problem)
+    for field in ("webhook_url", "slack_webhook_url"):
+        if getattr(policy, field) and (problem := target_problem(getattr(policy, field))):
+            add(field, problem)
+    errors += segments_errors(policy.segments, policy.model.feature_types)
+    if policy.pagerduty_routing_key and (problem := target_problem(policy.pagerduty_url)):
+        add("pagerduty_url", problem)
     return errors
 
 

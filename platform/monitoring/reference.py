@@ -166,3 +166,43 @@ def _baseline(model: RegisteredModel, frame: pd.DataFrame) -> dict[str, Any]:
             )
         )
     return dict(regression_metrics(frame[LABEL], frame[PREDICTION]))
+
+
+# --- segments -----------------------------------------------------------------------------
+# A segment is checked against the same segment of the reference (its own drift summary,
+# calibration and baseline): a country whose inputs always differed from the whole is no drift.
+
+
+def reference_frame(*, reference_id: int) -> pd.DataFrame | None:
+    """The active reference's rows (cached per reference file), or None."""
+    reference = ReferenceDataset.objects.filter(pk=reference_id).first()
+    if reference is None or not reference.summary:
+        return None
+    return _cached_frame(reference.pk, reference.summary.name)
+
+
+@functools.lru_cache(maxsize=8)
+def _cached_frame(reference_id: int, summary_name: str) -> pd.DataFrame:
+    return _frame(ReferenceDataset.objects.get(pk=reference_id))
+
+
+def reference_state_of_rows(
+    *, model: RegisteredModel, reference_id: int, frame: pd.DataFrame
+) -> ReferenceState:
+    """A reference state fitted on some of the reference's rows (one segment), as the whole
+    reference's is; the caller caches it."""
+    calibration = _calibration(model, frame) or {}
+    calibrator = ClassCalibrator.from_dict(calibration) if "maps" in calibration else None
+    unavailable = calibration.get("unavailable")
+    if calibrator is not None and calibrator.is_constant:
+        calibrator, unavailable = None, "the calibration maps every confidence to one value"
+    return ReferenceState(
+        reference_id,
+        int(len(frame)),
+        summarize_reference(frame, drift_columns(model, frame)),
+        calibrator,
+        _baseline(model, frame),
+        estimate_unavailable=unavailable,
+        loss_estimator=_loss_estimator(model, frame),
+        multivariate=fit_pca_drift(frame, dict(feature_columns(model))),
+    )

@@ -10,7 +10,7 @@ from rest_framework import serializers
 from core.serializers import IsoDateTimeField, typed_json
 from monitoring.alert_kinds import ALERT_KINDS, alert_kind
 from monitoring.models import Alert, MonitoringPolicy, QualityCheck
-from monitoring.policy import POLICY_FIELDS
+from monitoring.policy import API_POLICY_FIELDS
 from workers.drift.decisions import Decisions
 from workers.drift.engine import ColumnDriftDict, DriftDict
 from workers.drift.quality import LabelStats, Metrics
@@ -73,6 +73,10 @@ class CheckOut(serializers.ModelSerializer):
     prediction_drift = typed_json(ColumnDriftDict, "drift of the predictions")
     data_quality = serializers.DictField(help_text="missing values, out-of-schema categories")
     decisions = typed_json(Decisions, "each alert kind: true breach, false fine, null undecided")
+    segments = serializers.DictField(
+        help_text="per segment feature: its bins and, per value (top by volume, then 'other'), the "
+        "same measures and decisions; decisions.undecided says why a small segment decided nothing"
+    )
     error = serializers.SerializerMethodField()
     skipped_reason = serializers.SerializerMethodField()
     started_at = IsoDateTimeField()
@@ -100,6 +104,7 @@ class CheckOut(serializers.ModelSerializer):
             "prediction_drift",
             "data_quality",
             "decisions",
+            "segments",
             "error",
             "skipped_reason",
             "started_at",
@@ -134,6 +139,7 @@ class AlertOut(serializers.ModelSerializer):
             "id",
             "model",
             "kind",
+            "segment",
             "severity",
             "state",
             "message",
@@ -165,7 +171,7 @@ class CheckRunOut(CheckOut):
 class PolicyOut(serializers.ModelSerializer):
     class Meta:
         model = MonitoringPolicy
-        fields = POLICY_FIELDS
+        fields = API_POLICY_FIELDS
 
 
 class PolicyPatchIn(serializers.ModelSerializer):
@@ -173,5 +179,5 @@ class PolicyPatchIn(serializers.ModelSerializer):
 
     class Meta:
         model = MonitoringPolicy
-        fields = POLICY_FIELDS
-        extra_kwargs: dict[str, Any] = {name: {"required": False} for name in POLICY_FIELDS}
+        fields = API_POLICY_FIELDS
+        extra_kwargs: dict[str, Any] = {name: {"required": False} for name in API_POLICY_FIELDS}

@@ -38,3 +38,17 @@ def test_staff_see_the_webhook_host_only(page_for: Callable[..., str]) -> None:
     page = page_for(staff=True)
     assert "webhook to hooks.example.com" in page
     assert "s3cretPath" not in page and "abc123" not in page
+
+
+def test_slack_and_pagerduty_show_their_hosts_to_staff_only() -> None:
+    from dashboard.presenters import notify_text
+    from monitoring.models import MonitoringPolicy
+
+    policy = MonitoringPolicy(
+        slack_webhook_url="https://hooks.slack.com/services/T0/B0/secret-path",
+        pagerduty_routing_key="k",
+    )
+    staff = notify_text(policy=policy, staff=True)
+    assert staff == "Slack webhook to hooks.slack.com, PagerDuty via events.pagerduty.com"
+    assert "secret-path" not in staff
+    assert notify_text(policy=policy, staff=False) == "—"

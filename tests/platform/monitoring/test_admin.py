@@ -66,3 +66,15 @@ def test_policy_change_in_the_admin_is_audited_without_the_secret(
     assert event.actor_label == "root"
     assert event.details["changes"]["webhook_secret"] == "(changed)"
     assert "new-secret-2" not in str(event.details)
+
+
+def test_the_pagerduty_routing_key_is_write_only_too(admin_client: Client, policy: MonitoringPolicy) -> None:
+    MonitoringPolicy.objects.filter(pk=policy.pk).update(pagerduty_routing_key="pd-key-do-not-show-77")
+    page = admin_client.get(change_url(policy)).content.decode()
+    assert "pd-key-do-not-show-77" not in page
+    admin_client.post(change_url(policy), form_data(admin_client, policy, pagerduty_routing_key=""))
+    policy.refresh_from_db()
+    assert policy.pagerduty_routing_key == "pd-key-do-not-show-77"
+    admin_client.post(change_url(policy), form_data(admin_client, policy, clear_pagerduty_routing_key="on"))
+    policy.refresh_from_db()
+    assert policy.pagerduty_routing_key == ""

@@ -27,7 +27,7 @@ class Receiver:
             def do_POST(self) -> None:  # noqa: N802 (http.server's name)
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 receiver.requests.append((dict(self.headers), body))
-                self.send_response(receiver.statuses.pop(0) if receiver.statuses else 200)
+                self.send_response(receiver.answer(body))
                 self.end_headers()
 
             def log_message(self, *args: Any) -> None:
@@ -36,6 +36,9 @@ class Receiver:
         self.server = HTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_port}/hook"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def answer(self, body: bytes) -> int:
+        return self.statuses.pop(0) if self.statuses else 200
 
 
 pytestmark = pytest.mark.usefixtures("private_webhooks_allowed")
