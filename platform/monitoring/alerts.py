@@ -58,9 +58,7 @@ def _evaluate(
 ) -> None:
     decision = _verdict(check, kind, segment)
     live = (
-        Alert.objects.filter(
-            model_id=check.model_id, kind=kind, segment=segment, state__in=LIVE_ALERT_STATES
-        )
+        Alert.objects.filter(model_id=check.model_id, kind=kind, segment=segment, state__in=LIVE_ALERT_STATES)
         .select_related("last_check")
         .first()
     )
