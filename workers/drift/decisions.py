@@ -18,7 +18,7 @@ from workers.drift.result import (
 )
 
 # Metrics where a larger value is worse; every other metric is better when larger.
-LOWER_IS_BETTER = frozenset({"mae", "rmse", "log_loss"})
+LOWER_IS_BETTER = frozenset({"mae", "mse", "rmse", "log_loss"})
 
 
 def higher_is_better(metric: str) -> bool:
@@ -84,9 +84,9 @@ def decisions_make(result: Measures, thresholds: Thresholds, *, enough: bool) ->
         "prediction_drift": prediction.drifted if prediction else None,
         "usable_for_training": bool(enough and broken is False),
     }
-    estimated = estimate_read(result["estimated"])
-    if estimated.metric == thresholds.metric and thresholds.estimate_baseline:
-        # The estimate (CBPE accuracy, DLE MAE) against what it reads on the reference itself.
+    estimated = estimate_read(result["estimated"]).of(thresholds.metric)
+    if estimated is not None and thresholds.estimate_baseline:
+        # The policy metric's estimate (CBPE, DLE) against what it reads on the reference itself.
         against = replace(thresholds, baseline=thresholds.estimate_baseline)
         decisions["estimated_accuracy_drop"] = breach(estimated.value, against)
     if broken:
