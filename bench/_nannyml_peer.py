@@ -16,6 +16,8 @@ import warnings
 from pathlib import Path
 
 os.environ.setdefault("NML_DISABLE_USAGE_LOGGING", "1")  # no network from the bench
+# The script's folder holds bench/nannyml.py, which would shadow the nannyml package.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 import nannyml as nml  # noqa: E402
 import pandas as pd  # noqa: E402

@@ -196,7 +196,11 @@ def classification_metrics(
         "log_loss": None,
     }
     if k == 2:
-        result.update(precision=float(precision[1]), recall=float(recall[1]), f1=float(f1[1]))
+        result["precision"], result["recall"], result["f1"] = (
+            float(precision[1]),
+            float(recall[1]),
+            float(f1[1]),
+        )
     if probabilities is not None:
         matrix = _probability_matrix(probabilities, n, k)
         result["roc_auc"] = roc_auc(true_codes, matrix)
