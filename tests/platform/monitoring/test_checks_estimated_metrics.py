@@ -6,7 +6,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from monitoring.checks import quality_check_run
+from monitoring.checks import check_labels_refresh, quality_check_run
 from monitoring.models import MonitoringPolicy, QualityCheck
 from monitoring.policy import policy_update
 from monitoring.services import labels_ingest, policy_ensure, predictions_ingest
@@ -74,3 +74,31 @@ def test_a_classifier_policy_accepts_every_estimated_metric() -> None:
     policy = policy_ensure(model=model)
     for metric in BINARY_METRICS:
         assert policy_update(policy=policy, changes={"metric": metric}).metric == metric
+
+
+@pytest.mark.django_db
+def test_labels_that_come_after_the_check_pair_every_estimate_with_its_realised_value() -> None:
+    model = loan_with_metric("f1")
+    start = timezone.now().replace(minute=0, second=0, microsecond=0) - timedelta(hours=2)
+    rows = thresholded_rows(3000, seed=4, x_mean=0.2)
+    samples = [
+        {"id": f"s{i}", "timestamp": (start + timedelta(seconds=i)).isoformat(), **r}
+        for i, r in enumerate({k: v for k, v in r.items() if k != "label"} for r in rows)
+    ]
+    predictions_ingest(model=model, body={"samples": samples})
+    window = scheduled_window(MonitoringPolicy.objects.get(model=model), start + timedelta(hours=1))
+    ran = quality_check_run(model_id=model.pk, window=window)
+    assert ran is not None
+    before = estimate_read(QualityCheck.objects.get(pk=ran.pk).estimated)
+    assert before.metric == "f1" and all(e.realised is None for e in before.metrics.values())
+
+    labels_ingest(
+        model=model, body={"labels": [{"id": f"s{i}", "label": r["label"]} for i, r in enumerate(rows)]}
+    )
+    assert check_labels_refresh(check=QualityCheck.objects.get(pk=ran.pk))
+    check = QualityCheck.objects.get(pk=ran.pk)
+    after = estimate_read(check.estimated)
+    for name in BINARY_METRICS:
+        assert after.metrics[name].value == before.metrics[name].value  # the estimate stays as made
+        assert after.metrics[name].realised == pytest.approx(check.metrics[name]), name
+    assert after.realised == pytest.approx(check.metrics["f1"])
