@@ -203,14 +203,15 @@ class StoredMetricEstimate:
     error: float | None = None
 
 
-def _metric_estimate_read(raw: object) -> StoredMetricEstimate:
-    stored = _present(StoredMetricEstimate, _json(raw))
+def _estimate_values(cls: type[Any], raw: object) -> dict[str, Any]:
+    """An estimate's stored keys that are fields of ``cls``, numbers and its interval checked."""
+    stored = _present(cls, _json(raw))
     for key in ("value", "realised", "error"):
         if key in stored:
             stored[key] = number(stored[key])
     if "ci" in stored:
         stored["ci"] = pair(stored["ci"])
-    return StoredMetricEstimate(**stored)
+    return stored
 
 
 @dataclass(frozen=True)
@@ -239,14 +240,12 @@ class StoredEstimate:
 
 
 def estimate_read(raw: object) -> StoredEstimate:
-    stored = _present(StoredEstimate, _json(raw))
-    for key in ("value", "realised", "error"):
-        if key in stored:
-            stored[key] = number(stored[key])
-    if "ci" in stored:
-        stored["ci"] = pair(stored["ci"])
+    stored = _estimate_values(StoredEstimate, raw)
     if "metrics" in stored:
-        stored["metrics"] = {str(k): _metric_estimate_read(v) for k, v in _json(stored["metrics"]).items()}
+        stored["metrics"] = {
+            str(name): StoredMetricEstimate(**_estimate_values(StoredMetricEstimate, entry))
+            for name, entry in _json(stored["metrics"]).items()
+        }
     return StoredEstimate(**stored)
 
 
