@@ -4,6 +4,7 @@ A check is idempotent: its row is keyed by (model, window spec, window end) and 
 compare-and-set; a finished check is never recomputed by the scheduler.
 """
 
+import copy
 import logging
 import uuid
 from collections.abc import Mapping
@@ -34,12 +35,13 @@ from monitoring.window import (
 from registry.models import ModelVersion, RegisteredModel, VersionStatus
 from registry.reference import LABEL, PREDICTION
 from workers.drift import data_drift
+from workers.drift.cbpe import BINARY_METRICS, estimate_classifier_metrics
 from workers.drift.data_quality import data_quality
 from workers.drift.decisions import Decisions, Thresholds, decisions_make, realised_decide
 from workers.drift.descriptors import descriptor_drift
 from workers.drift.distribution import DistributionDict, column_distribution
-from workers.drift.dle import estimate_mae
-from workers.drift.estimation import estimate_accuracy
+from workers.drift.dle import REGRESSOR_METRICS, estimate_regressor_metrics
+from workers.drift.estimation import Estimate
 from workers.drift.multivariate import multivariate_drift
 from workers.drift.quality import Metrics, classification_metrics, label_stats, regression_metrics
 from workers.drift.result import (
@@ -239,7 +241,7 @@ def check_compute(
     realised = _realised(model, policy, frame)
     measures: Measures = {
         "metrics": realised["metrics"],
-        "estimated": _estimate(model, frame, reference) if enough else {},
+        "estimated": _estimate(model, frame, reference, policy.metric) if enough else {},
         "drift": {},
         "prediction_drift": {},
         "data_quality": {},
@@ -319,12 +321,17 @@ def _realised(model: RegisteredModel, policy: MonitoringPolicy, frame: pd.DataFr
 
 
 def _pair_estimate(estimated: EstimatedDict, metrics: Metrics | dict[str, Any]) -> None:
-    """Put the realised metric beside the label-free estimate: the estimate's own error."""
-    read = estimate_read(estimated)
-    realised = metrics_read(metrics).value(read.metric)
-    if read.value is not None and realised is not None:
-        estimated["realised"] = realised
-        estimated["error"] = read.value - realised
+    """Put the realised metrics beside the label-free estimates: each estimate's own error."""
+    read, realised = estimate_read(estimated), metrics_read(metrics)
+    value = realised.value(read.metric)
+    if read.value is not None and value is not None:
+        estimated["realised"] = value
+        estimated["error"] = read.value - value
+    for name, entry in estimated.get("metrics", {}).items():
+        value, guess = realised.value(name), read.metrics[name].value
+        if guess is not None and value is not None:
+            entry["realised"] = value
+            entry["error"] = guess - value
 
 
 def check_labels_refresh(*, check: QualityCheck) -> bool:
@@ -345,7 +352,7 @@ def check_labels_refresh(*, check: QualityCheck) -> bool:
     loaded = window_load(model=model, start=window.start, end=window.end, last_n=window.last_n)
     policy = policy_for(model)
     realised = _realised(model, policy, loaded.frame)
-    estimated = cast(EstimatedDict, dict(check.estimated))  # as the engine stored it
+    estimated = cast(EstimatedDict, copy.deepcopy(check.estimated))  # as the engine stored it
     _pair_estimate(estimated, realised["metrics"])
     thresholds = thresholds_for(policy, reference_state(model=model), n_samples=check.n_samples)
     decisions = realised_decide(cast(Decisions, dict(check.decisions)), realised["metrics"], thresholds)
@@ -423,9 +430,11 @@ def _per_version(
     return out
 
 
-def _estimate(model: RegisteredModel, frame: pd.DataFrame, reference: ReferenceState | None) -> EstimatedDict:
+def _estimate(
+    model: RegisteredModel, frame: pd.DataFrame, reference: ReferenceState | None, metric: str
+) -> EstimatedDict:
     if not model.is_classification:
-        return _estimate_mae(frame, reference)
+        return _estimate_regression(frame, reference, metric)
     if reference is not None and reference.estimate_unavailable:
         # Say so rather than report a constant: a degenerate calibrator reads 1.000 forever.
         return _unavailable(reference.estimate_unavailable)
@@ -436,8 +445,21 @@ def _estimate(model: RegisteredModel, frame: pd.DataFrame, reference: ReferenceS
     proba = probability_matrix(frame, list(model.classes))
     if proba is None:
         return _unavailable("not every sample in the window logged its probabilities")
-    value, low, high = estimate_accuracy(reference.calibrator, proba, frame.get(PREDICTION))
-    return {"metric": "accuracy", "value": value, "ci": [low, high], "method": "CBPE (calibrated confidence)"}
+    estimates = estimate_classifier_metrics(reference.calibrator, proba, frame.get(PREDICTION))
+    return _estimated(estimates, metric, "accuracy", "CBPE (calibrated confidence)")
+
+
+def _estimated(estimates: Mapping[str, Estimate], metric: str, default: str, method: str) -> EstimatedDict:
+    """Every metric's estimate under ``metrics``; the policy's metric (else ``default``) on top."""
+    primary = metric if metric in estimates else default
+    top = estimates[primary]
+    return {
+        "metric": primary,
+        "value": top.value,
+        "ci": [top.low, top.high],
+        "method": method,
+        "metrics": {name: {"value": e.value, "ci": [e.low, e.high]} for name, e in estimates.items()},
+    }
 
 
 def _unavailable(reason: str) -> EstimatedDict:
@@ -445,11 +467,11 @@ def _unavailable(reason: str) -> EstimatedDict:
     return {"metric": "accuracy", "value": None, "available": False, "reason": reason}
 
 
-def _estimate_mae(frame: pd.DataFrame, reference: ReferenceState | None) -> EstimatedDict:
+def _estimate_regression(frame: pd.DataFrame, reference: ReferenceState | None, metric: str) -> EstimatedDict:
     if reference is None or reference.loss_estimator is None or frame[PREDICTION].isna().any():
         return {}
-    value, low, high = estimate_mae(reference.loss_estimator, frame)
-    return {"metric": "mae", "value": value, "ci": [low, high], "method": "DLE (direct loss estimation)"}
+    estimates = estimate_regressor_metrics(reference.loss_estimator, frame)
+    return _estimated(estimates, metric, "mae", "DLE (direct loss estimation)")
 
 
 def _baseline_value(policy: MonitoringPolicy, reference: ReferenceState | None) -> float | None:
@@ -461,7 +483,7 @@ def _baseline_value(policy: MonitoringPolicy, reference: ReferenceState | None) 
     return float(value) if value is not None else None
 
 
-ESTIMATED_METRICS = ("accuracy", "mae")  # CBPE and DLE
+ESTIMATED_METRICS = frozenset((*BINARY_METRICS, *REGRESSOR_METRICS))  # CBPE's and DLE's names
 
 
 def band_chunk_size(policy: MonitoringPolicy, n_samples: int) -> int:
@@ -474,8 +496,8 @@ def thresholds_for(
     policy: MonitoringPolicy, reference: ReferenceState | None, *, n_samples: int
 ) -> Thresholds:
     """The policy's thresholds, with the baselines and the band the reference supplies. The
-    label-free estimate (accuracy, or MAE for regressors) is held against the same band, or
-    against the reference's own value under a tolerance rule."""
+    label-free estimate of the policy's metric (CBPE's or DLE's) is held against the same band,
+    or against what it reads on the reference itself under a tolerance rule."""
     expected = reference.baseline.get(policy.metric) if reference else None
     band, fallback = None, None
     if policy.threshold_rule == ThresholdRule.REFERENCE_BAND:

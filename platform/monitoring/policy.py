@@ -18,8 +18,19 @@ from workers.features import feature_type
 if TYPE_CHECKING:  # the model imports these rules for its clean(): only its type is needed here
     from monitoring.models import MonitoringPolicy
 
-CLASSIFICATION_METRICS = ("accuracy", "f1_macro")
-REGRESSION_METRICS = ("mae", "rmse", "r2")
+# Every metric CBPE/DLE estimates can be the policy's (precision, recall, f1: a binary model's
+# positive class; a multiclass model has no value for them and so never decides on them).
+CLASSIFICATION_METRICS = (
+    "accuracy",
+    "f1_macro",
+    "roc_auc",
+    "precision",
+    "recall",
+    "f1",
+    "precision_macro",
+    "recall_macro",
+)
+REGRESSION_METRICS = ("mae", "rmse", "r2", "mse")
 DEFAULT_METRIC = {"classification": "accuracy", "regression": "mae"}
 PAGERDUTY_EVENTS_URL = "https://events.pagerduty.com/v2/enqueue"
 

@@ -162,9 +162,9 @@ def decisions_make(result: Measures, thresholds: Thresholds, *, enough: bool) ->
         "usable_for_training": bool(enough and broken is False),
     }
     realised_decide(decisions, result["metrics"], thresholds)
-    estimated = estimate_read(result["estimated"])
-    if estimated.metric == thresholds.metric and (thresholds.estimate_baseline or thresholds.band):
-        # The estimate (CBPE accuracy, DLE MAE) against the same band as the realised metric
+    estimated = estimate_read(result["estimated"]).of(thresholds.metric)
+    if estimated is not None and (thresholds.estimate_baseline or thresholds.band):
+        # The policy metric's estimate (CBPE, DLE) against the same band as the realised metric
         # (NannyML's rule), or the tolerance around what it reads on the reference itself.
         against = thresholds.estimate_baseline
         decisions["estimate_threshold"] = thresholds.limit(against)

@@ -41,6 +41,10 @@ class ClassificationMetrics(TypedDict):
     confusion_matrix: NotRequired[list[list[int]]]
     roc_auc: NotRequired[float | None]
     log_loss: NotRequired[float | None]
+    # binary only: the positive class's (classes[1]), as CBPE estimates them
+    precision: NotRequired[float]
+    recall: NotRequired[float]
+    f1: NotRequired[float]
 
 
 class RegressionMetrics(TypedDict):
@@ -50,6 +54,7 @@ class RegressionMetrics(TypedDict):
     mae: float | None
     rmse: float | None
     r2: float | None
+    mse: NotRequired[float | None]
     mae_ci: NotRequired[list[float | None]]
     rmse_ci: NotRequired[list[float | None]]
     r2_ci: NotRequired[list[float | None]]
@@ -190,6 +195,12 @@ def classification_metrics(
         "roc_auc": None,
         "log_loss": None,
     }
+    if k == 2:
+        result["precision"], result["recall"], result["f1"] = (
+            float(precision[1]),
+            float(recall[1]),
+            float(f1[1]),
+        )
     if probabilities is not None:
         matrix = _probability_matrix(probabilities, n, k)
         result["roc_auc"] = roc_auc(true_codes, matrix)
@@ -239,7 +250,8 @@ def regression_metrics(
     bootstrap_resamples: int = BOOTSTRAP_RESAMPLES,
     seed: int = BOOTSTRAP_SEED,
 ) -> RegressionMetrics:
-    """MAE, RMSE, R² with percentile-bootstrap 95% CIs (R² is None for a constant target)."""
+    """MAE, RMSE, MSE, R² with percentile-bootstrap 95% CIs for MAE, RMSE and R² (R² is None for
+    a constant target)."""
     truth, pred = np.asarray(y_true, dtype="float64"), np.asarray(y_pred, dtype="float64")
     if truth.shape != pred.shape:
         raise ValueError(f"y_true and y_pred differ in shape: {truth.shape} vs {pred.shape}")
@@ -255,6 +267,7 @@ def regression_metrics(
         "n": int(truth.size),
         "mae": _json(float(mae)),
         "rmse": _json(float(rmse)),
+        "mse": _json(float(np.mean(np.square(errors)))),
         "r2": _json(float(r2)),
         "mae_ci": _interval(low[0], high[0]),
         "rmse_ci": _interval(low[1], high[1]),

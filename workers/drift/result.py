@@ -27,9 +27,21 @@ if TYPE_CHECKING:  # decisions.py reads its inputs through this module
 # --- written: what the engine produces ------------------------------------------------------------
 
 
+class MetricEstimateDict(TypedDict, total=False):
+    """One metric's label-free estimate (``QualityCheck.estimated["metrics"][name]``)."""
+
+    value: float
+    ci: list[float]
+    realised: float  # the realised metric beside it, once labels came
+    error: float  # value - realised
+
+
 class EstimatedDict(TypedDict, total=False):
-    """The label-free estimate (``QualityCheck.estimated``): CBPE accuracy or DLE MAE; ``{}`` when
-    the window was too small or a regressor has no loss estimator."""
+    """The label-free estimate (``QualityCheck.estimated``): CBPE or DLE; ``{}`` when the window
+    was too small or a regressor has no loss estimator. The top-level keys are the policy's
+    metric's estimate (as stored before every metric was estimated); ``metrics`` holds every
+    metric the method estimates, by the realised metrics' names (CBPE: accuracy, roc_auc,
+    precision, recall, f1 (binary), precision_macro, recall_macro, f1_macro; DLE: mae, mse, rmse)."""
 
     metric: str
     value: float | None
@@ -39,6 +51,7 @@ class EstimatedDict(TypedDict, total=False):
     reason: str
     realised: float  # the realised metric beside it, once labels came
     error: float  # value - realised
+    metrics: dict[str, MetricEstimateDict]
 
 
 class ColumnQualityDict(TypedDict):
@@ -188,9 +201,31 @@ def decisions_read(raw: object) -> StoredDecisions:
 
 
 @dataclass(frozen=True)
+class StoredMetricEstimate:
+    """One metric's estimate. Defaults: no value, no interval, not yet paired with labels."""
+
+    value: float | None = None
+    ci: tuple[float | None, float | None] | None = None
+    realised: float | None = None
+    error: float | None = None
+
+
+def _estimate_values(cls: type[Any], raw: object) -> dict[str, Any]:
+    """An estimate's stored keys that are fields of ``cls``, numbers and its interval checked."""
+    stored = _present(cls, _json(raw))
+    for key in ("value", "realised", "error"):
+        if key in stored:
+            stored[key] = number(stored[key])
+    if "ci" in stored:
+        stored["ci"] = pair(stored["ci"])
+    return stored
+
+
+@dataclass(frozen=True)
 class StoredEstimate:
     """``QualityCheck.estimated``. Defaults: metric "accuracy" (CBPE's; DLE stores "mae"), no
-    value, available unless the check said why not (``reason``)."""
+    value, available unless the check said why not (``reason``), no per-metric estimates (a
+    check stored before they existed: ``of`` falls back to the top-level metric)."""
 
     metric: str = "accuracy"
     value: float | None = None
@@ -200,15 +235,24 @@ class StoredEstimate:
     reason: str | None = None
     realised: float | None = None
     error: float | None = None
+    metrics: Mapping[str, StoredMetricEstimate] = field(default_factory=dict)
+
+    def of(self, metric: str) -> StoredMetricEstimate | None:
+        """The estimate of ``metric`` (any name the method estimates); None when not estimated."""
+        if metric in self.metrics:
+            return self.metrics[metric]
+        if metric == self.metric and self.value is not None:
+            return StoredMetricEstimate(self.value, self.ci, self.realised, self.error)
+        return None
 
 
 def estimate_read(raw: object) -> StoredEstimate:
-    stored = _present(StoredEstimate, _json(raw))
-    for key in ("value", "realised", "error"):
-        if key in stored:
-            stored[key] = number(stored[key])
-    if "ci" in stored:
-        stored["ci"] = pair(stored["ci"])
+    stored = _estimate_values(StoredEstimate, raw)
+    if "metrics" in stored:
+        stored["metrics"] = {
+            str(name): StoredMetricEstimate(**_estimate_values(StoredMetricEstimate, entry))
+            for name, entry in _json(stored["metrics"]).items()
+        }
     return StoredEstimate(**stored)
 
 

@@ -81,3 +81,11 @@ def test_an_unmeasured_score_is_none_and_a_band_is_a_pair() -> None:
         {"method": "pca", "score": 0.3, "threshold": 0.2, "band": [0.1, 0.2], "drifted": True}
     )
     assert multivariate is not None and multivariate.band == (0.1, 0.2) and multivariate.drifted
+
+
+def test_a_check_stored_before_per_metric_estimates_reads_its_one_estimate_by_name() -> None:
+    old = estimate_read({"metric": "mae", "value": 1.5, "ci": [1.0, 2.0], "realised": 1.2})
+    assert old.of("mae") is not None and old.of("mae").value == 1.5 and old.of("mae").ci == (1.0, 2.0)
+    assert old.of("rmse") is None
+    new = estimate_read({"metric": "mae", "value": 1.5, "metrics": {"rmse": {"value": "x", "ci": [1, 3]}}})
+    assert new.of("rmse") is not None and new.of("rmse").value is None and new.of("rmse").ci == (1.0, 3.0)

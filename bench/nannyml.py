@@ -1,0 +1,219 @@
+"""driftwatch's label-free estimates against NannyML 0.13.1's, on the datasets NannyML ships.
+
+    python3.11 -m venv /work/venvs/est-peers
+    /work/venvs/est-peers/bin/pip install nannyml==0.13.1 statsmodels   # statsmodels: its plots import it
+    .venv/bin/python bench/nannyml.py [--peer /work/venvs/est-peers/bin/python]
+
+NannyML runs in its own venv (bench/_nannyml_peer.py, JSON over stdout; it also writes the
+datasets as CSV under var/nannyml/); driftwatch's estimators run here, in process, on the same
+chunks (NannyML's default chunking of each analysis set: 10 chunks). Per dataset and metric it
+prints both tools' mean and max |estimate - realised|, how many chunks' realised value fell in
+the tool's interval, and how many chunks' alert agreed with the realised degradation (the
+realised value outside mean ± 3 sd of the realised metric over the reference's 10 chunks,
+NannyML's rule; driftwatch's alert applies the same band to its estimate). Exit status 0 when
+driftwatch's mean error is <= NannyML's on every row, and its coverage and agreement >= 9/10.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from workers.drift import cbpe, dle, estimation  # noqa: E402
+from workers.drift.quality import classification_metrics, regression_metrics  # noqa: E402
+
+PEER = Path("/work/venvs/est-peers/bin/python")
+FOLDER = ROOT / "var" / "nannyml"
+MC_CLASSES = ["prepaid_card", "highstreet_card", "upmarket_card"]
+PRICE_TYPES = {
+    "car_age": "numerical",
+    "km_driven": "numerical",
+    "price_new": "numerical",
+    "accident_count": "numerical",
+    "door_count": "numerical",
+    "fuel": "categorical",
+    "transmission": "categorical",
+}
+# NannyML's multiclass precision, recall and F1 are macro averages: driftwatch names them so.
+MACRO = {"f1": "f1_macro", "precision": "precision_macro", "recall": "recall_macro"}
+REFERENCE_CHUNKS = 10  # NannyML's default chunker on the reference too
+FLOAT_TIE = 1e-12  # equal estimates summed in another order differ by ~1e-17: a tie is not worse
+SIGMAS = 3  # NannyML's threshold: mean ± 3 sd of the reference chunks' realised metric
+Estimates = dict[str, tuple[float, float, float]]
+
+
+def peer_results(peer: Path) -> dict:
+    if (FOLDER / "peer.json").exists() and "--cached" in sys.argv:
+        return json.loads((FOLDER / "peer.json").read_text())
+    done = subprocess.run(
+        [str(peer), str(ROOT / "bench" / "_nannyml_peer.py"), str(FOLDER)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    (FOLDER / "peer.json").write_text(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _scalar(metrics: dict, name: str) -> float:
+    return float(metrics[name])
+
+
+def _proba(frame: pd.DataFrame, columns: list[str]) -> np.ndarray:
+    matrix = frame[columns].to_numpy(float)
+    return np.column_stack([1 - matrix[:, 0], matrix[:, 0]]) if len(columns) == 1 else matrix
+
+
+def classifier(name: str, classes: list, proba_columns: list[str], label: str) -> tuple[Callable, Callable]:
+    """(estimate(chunk) -> Estimates, realised(chunk) -> {metric: value}) fitted on the reference."""
+    reference = pd.read_csv(FOLDER / f"{name}_reference.csv")
+    cast = int if classes == [0, 1] else str
+    calibrator = estimation.fit_confidence_calibrator(
+        _proba(reference, proba_columns),
+        reference[label].map(cast),
+        classes,
+        reference_predictions=reference["y_pred"].map(cast),
+    )
+
+    def estimate(chunk: pd.DataFrame) -> Estimates:
+        proba, predicted = _proba(chunk, proba_columns), chunk["y_pred"].map(cast)
+        found = cbpe.estimate_classifier_metrics(calibrator, proba, predicted)
+        return {k: (v.value, v.low, v.high) for k, v in found.items()}
+
+    def realised(chunk: pd.DataFrame) -> dict[str, float]:
+        metrics = classification_metrics(
+            chunk[label].map(cast),
+            chunk["y_pred"].map(cast),
+            classes=classes,
+            probabilities=_proba(chunk, proba_columns),
+            bootstrap_resamples=1,
+        )
+        out = {k: _scalar(metrics, k) for k in ("accuracy", "roc_auc", *MACRO.values())}  # type: ignore[arg-type]
+        if len(classes) == 2:
+            positive = metrics["per_class"][str(classes[1])]
+            out.update(precision=positive["precision"], recall=positive["recall"], f1=positive["f1"])
+        return out
+
+    return estimate, realised
+
+
+def regressor() -> tuple[Callable, Callable]:
+    reference = pd.read_csv(FOLDER / "car_price_reference.csv")
+    estimator = dle.fit_loss_estimator(reference, PRICE_TYPES, "y_pred", "y_true")
+    assert estimator is not None
+
+    def estimate(chunk: pd.DataFrame) -> Estimates:
+        found = dle.estimate_regressor_metrics(estimator, chunk)
+        return {k: (v.value, v.low, v.high) for k, v in found.items()}
+
+    def realised(chunk: pd.DataFrame) -> dict[str, float]:
+        metrics = regression_metrics(chunk["y_true"], chunk["y_pred"], bootstrap_resamples=1)
+        mae, rmse = float(metrics["mae"] or 0.0), float(metrics["rmse"] or 0.0)
+        return {"mae": mae, "rmse": rmse, "mse": rmse**2}
+
+    return estimate, realised
+
+
+def band(reference: pd.DataFrame, realised: Callable) -> dict[str, tuple[float, float]]:
+    chunks = np.array_split(np.arange(len(reference)), REFERENCE_CHUNKS)
+    values = pd.DataFrame([realised(reference.iloc[rows]) for rows in chunks])
+    mean, sd = values.mean(), values.std(ddof=0)  # NannyML's np.std
+    return {m: (float(mean[m] - SIGMAS * sd[m]), float(mean[m] + SIGMAS * sd[m])) for m in values.columns}
+
+
+def _outside(value: float, limits: tuple[float | None, float | None]) -> bool:
+    low, high = limits
+    return (low is not None and value < low) or (high is not None and value > high)
+
+
+def _summary(estimated, low, high, realised, alerts, degraded) -> tuple[float, float, int, int]:
+    errors = np.abs(np.asarray(estimated) - np.asarray(realised))
+    covered = int(np.sum((np.asarray(low) <= realised) & (np.asarray(realised) <= np.asarray(high))))
+    agree = int(np.sum(np.asarray(alerts) == np.asarray(degraded)))
+    return float(errors.mean()), float(errors.max()), covered, agree
+
+
+def run_dataset(name: str, peer: dict, estimate: Callable, realised: Callable) -> bool:
+    analysis = pd.read_csv(FOLDER / f"{name}_analysis.csv")
+    reference = pd.read_csv(FOLDER / f"{name}_reference.csv")
+    limits = band(reference, realised)
+    chunks = [analysis.iloc[start:end] for start, end in peer["chunks"]]
+    ours = [estimate(c) for c in chunks]
+    truth = [realised(c) for c in chunks]
+    n = len(chunks)
+    ok = True
+    for metric, theirs in peer["metrics"].items():
+        mine = MACRO.get(metric, metric) if name == "multiclass" else metric
+        real = [t[mine] for t in truth]
+        agree_real = max(abs(a - b) for a, b in zip(real, theirs["realised"], strict=True))
+        degraded = [_outside(v, limits[mine]) for v in real]
+        nml = _summary(theirs["estimated"], theirs["lower"], theirs["upper"], real, theirs["alert"], degraded)
+        label = f"{name:<10} {mine:<15}"
+        if not all(mine in o for o in ours):
+            print(
+                f"{label} | {'no estimate':^33} | {_row(nml, n)} | {'—':>5}  (realised diff {agree_real:.1e})"
+            )
+            ok = False
+            continue
+        values = [o[mine] for o in ours]
+        alerts = [_outside(v[0], limits[mine]) for v in values]
+        dw = _summary(
+            [v[0] for v in values], [v[1] for v in values], [v[2] for v in values], real, alerts, degraded
+        )
+        ratio = dw[0] / nml[0] if nml[0] else float("inf")
+        missed = [
+            what
+            for what, fine in (
+                ("error", dw[0] <= nml[0] + FLOAT_TIE),
+                ("cover", dw[2] >= 0.9 * n),
+                ("agree", dw[3] >= 0.9 * n),
+            )
+            if not fine
+        ]
+        ok &= not missed
+        print(
+            f"{label} | {_row(dw, n)} | {_row(nml, n)} | {ratio:>5.2f} {'ok' if not missed else 'MISS ' + ','.join(missed)}"
+            f"  (mean |err| diff {dw[0] - nml[0]:+.1e}, realised diff {agree_real:.1e})"
+        )
+    return ok
+
+
+def _row(summary: tuple[float, float, int, int], n: int) -> str:
+    mean, worst, covered, agree = summary
+    return f"{mean:>9.5g} {worst:>9.5g} {covered:>2}/{n} {agree:>2}/{n}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--peer", type=Path, default=PEER, help="python of the venv with nannyml==0.13.1")
+    parser.add_argument("--cached", action="store_true", help="reuse var/nannyml/peer.json from the last run")
+    args = parser.parse_args()
+    results = peer_results(args.peer)
+    head = f"{'mean|err|':>9} {'max|err|':>9} {'cover':>5} {'agree':>5}"
+    print(f"{'':<26} | {'driftwatch':<31} | {'NannyML 0.13.1':<31} | ratio of mean |err|")
+    print(f"{'dataset':<10} {'metric':<15} | {head} | {head} |")
+    ok = run_dataset(
+        "car_loan", results["car_loan"], *classifier("car_loan", [0, 1], ["y_pred_proba"], "repaid")
+    )
+    ok &= run_dataset(
+        "multiclass",
+        results["multiclass"],
+        *classifier("multiclass", MC_CLASSES, [f"y_pred_proba_{c}" for c in MC_CLASSES], "y_true"),
+    )
+    ok &= run_dataset("car_price", results["car_price"], *regressor())
+    print(f"targets (mean error <= NannyML's, coverage and agreement >= 9/10): {'MET' if ok else 'NOT MET'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
