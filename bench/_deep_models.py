@@ -179,3 +179,42 @@ def step_peak(case: DeepCase, n: int, steps: int = 2) -> int:
             train_step(model, opt, batch, case.loss_fn)
 
     return before + profiled_peak(run)
+
+
+def probe_peak(case: DeepCase, n: int) -> int:
+    """Measured peak of one training step at batch ``n`` with the optimizer state already there
+    (a warm-up step on 2 rows allocates it), the steady state of training: live bytes (weights,
+    optimizer state, batch) plus the profiler's running peak of the step."""
+    torch.manual_seed(0)
+    model = case.build()
+    opt = build_optimizer(model, case.optimizer)
+    train_step(model, opt, case.make_batch(2), case.loss_fn)
+    opt.zero_grad(set_to_none=True)
+    batch = case.make_batch(n)
+    return live_bytes(model, opt, batch) + profiled_peak(lambda: train_step(model, opt, batch, case.loss_fn))
+
+
+class SimulatedOOM(RuntimeError):
+    """Raised by a simulated device: the message is the one Lightning and Accelerate recognise."""
+
+    def __init__(self, n: int, cap: int) -> None:
+        super().__init__(
+            f"DefaultCPUAllocator: can't allocate memory: batch {n} over the simulated {cap} byte cap"
+        )
+
+
+@dataclass
+class CapOracle:
+    """A device of ``cap`` bytes for one model. Bisection measured that ``fits`` rows fit and
+    ``fails`` rows do not (the peak grows with the batch), so only batches between them are
+    measured again; a batch at or above ``fails`` is refused without allocating it (it would take
+    more memory than this machine has), and is then an OOM costing no time."""
+
+    case: DeepCase
+    cap: int
+    fits: int
+    fails: int
+
+    def check(self, n: int) -> None:
+        if n >= self.fails or (n > self.fits and probe_peak(self.case, n) > self.cap):
+            raise SimulatedOOM(n, self.cap)

@@ -212,6 +212,10 @@ def _next_candidate(points: dict[int, tuple[int, Any]], usable: int, max_batch: 
     if slope <= 0:
         return min(max_batch, hi - 1 if hi else max_batch)
     guess = lo + math.floor((usable - points[lo][0]) / slope)
+    if hi is None and ref < lo and guess == lo:
+        # The line through two verified points says one more row no longer fits: a failing trace
+        # would only confirm it (the plan is always a verified point, so stopping here is safe).
+        return None
     upper = (hi - 1) if hi is not None else max_batch
     guess = max(lo + 1, min(guess, upper))
     return guess
