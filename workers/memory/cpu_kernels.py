@@ -1,6 +1,7 @@
 """Corrections for CPU kernels whose fake (meta) implementation under-reports memory.
 
-oneDNN convolutions reorder their operands into blocked layouts: analytic scratch sizes below.
+oneDNN convolutions reorder their operands into blocked layouts: analytic scratch sizes below;
+transposed ones (oneDNN's backward-data kernels, or ATen's im2col path) are measured per shape.
 ``aten.mkldnn_rnn_layer`` (the oneDNN LSTM used on CPU) keeps a workspace for backward that its
 meta kernel returns empty, and it and its backward allocate scratch memory inside the kernel.
 oneDNN's layouts (page-aligned parts, padded leading dimensions) are only known to oneDNN, so
