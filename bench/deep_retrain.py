@@ -182,7 +182,8 @@ def report(result: Result) -> None:
     print(
         f"{result.case:18s} cap {mib:6.0f} MiB  true max {result.true_max:6d} ({result.probes} probes)  "
         f"plan {result.plan_batch:6d} = {100 * result.ratio:5.1f}%  margin {100 * result.margin:.1f}%  "
-        f"{result.plan_traces} traces {result.plan_seconds:5.2f} s ({result.plan_cpu_seconds:.2f} cpu)  epoch+eval+ckpt peak "
+        f"{result.plan_traces} traces {result.plan_seconds:5.2f} s ({result.plan_cpu_seconds:.2f} cpu, "
+        f"{100 * result.plan_seconds / max(1e-9, result.epoch_seconds):.2f}% of epoch)  epoch+eval+ckpt peak "
         f"{result.epoch_peak / (1 << 20):7.1f} MiB {'OOM' if result.epoch_peak > result.cap else 'ok'}"
     )
     for peer in result.peers:
