@@ -1,6 +1,7 @@
 """Corrections for CPU kernels whose fake (meta) implementation under-reports memory.
 
-oneDNN convolutions reorder their operands into blocked layouts: analytic scratch sizes below.
+oneDNN convolutions reorder their operands into blocked layouts: analytic scratch sizes below;
+transposed ones (oneDNN's backward-data kernels, or ATen's im2col path) are measured per shape.
 ``aten.mkldnn_rnn_layer`` (the oneDNN LSTM used on CPU) keeps a workspace for backward that its
 meta kernel returns empty, and it and its backward allocate scratch memory inside the kernel.
 oneDNN's layouts (page-aligned parts, padded leading dimensions) are only known to oneDNN, so
@@ -11,6 +12,7 @@ profiler (cached per shape). These are the only real FLOPs the estimator runs.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -58,6 +60,10 @@ def held_buffer(op: str, args: tuple[Any, ...]) -> int:
 
 def correct_output(op: str, args: tuple[Any, ...], out: Any) -> tuple[Any, int]:
     """The op's outputs with the true workspace, and the kernel's transient scratch bytes."""
+    if op == _CONV and args[6]:
+        return out, _transposed_scratch(op, args, args[:9], out)
+    if op == _CONV_BACKWARD and args[7]:
+        return out, _transposed_scratch(op, args, (args[1], args[2], None, *args[4:10]), out)
     if op == _CONV:
         return out, _conv_forward_scratch(args, out) if _uses_onednn(args[:9]) else 0
     if op == _CONV_BACKWARD:
@@ -148,34 +154,61 @@ def _conv_forward_scratch(args: tuple[Any, ...], out: torch.Tensor) -> int:
     # dilated and 1x1 ones.
     if args[0].dtype != torch.float32:
         return 0
-    if args[6]:
-        return _deconv_forward_scratch(args, out)
     i, w, o = _nbytes(args[0]), _nbytes(args[1]), _nbytes(out)
     blocked = _blocked_nbytes(out)
     return max(i + w + blocked, blocked + o) - o
 
 
-def _deconv_forward_scratch(args: tuple[Any, ...], out: torch.Tensor) -> int:
-    """Transposed convolution (oneDNN runs it as a backward-data convolution), measured.
+# Transposed convolutions are measured, not modelled. ATen (Convolution.cpp's backend selection) runs
+# a float32 one on CPU through oneDNN (MkldnnTranspose) unless the batch is 1 with a kernel of at most
+# 3x3 on a small image, or the output padding is big: then slow_conv_transpose2d/3d (SlowTranspose2d),
+# whose im2col columns are N x OC*KH*KW x IH*IW for the forward and for grad_input and one image's for
+# grad_weight. oneDNN runs it as a backward-data convolution and picks among jit and gemm kernels
+# whose blocked reorders and per-thread scratchpads depend on the ISA, the blocking it chooses for the
+# shape and the OpenMP team, which only oneDNN knows: a rule fitted to some shapes missed others by
+# up to several output sizes. So each shape is run once on zeros under the profiler (cached per shape
+# and thread count), at most at a batch costing _CALIBRATION_FLOPS.
+_CALIBRATION_FLOPS = 4e8
+# Batch selection in ATen depends on the batch only up to 16 (the single-threaded 1x1 rule).
+_MIN_CALIBRATION_BATCH = 16
 
-    Strided (upsampling) ones keep plain layouts: a per-thread scratchpad, the input, the weight
-    with padded output channels and the output, then two more output-sized buffers while the
-    result is copied out. Stride-1 ones block everything and keep a second padded output.
+
+def _transposed_scratch(op: str, args: tuple[Any, ...], conv_args: tuple[Any, ...], out: Any) -> int:
+    """Scratch bytes above the outputs of a transposed convolution (forward or backward), measured.
+
+    Above the calibration batch n the measured peak is scaled by N/n: every buffer is a fixed size
+    or proportional to the batch (reorders, columns, the blocked result), so peak(N) <= peak(n)*N/n.
     """
-    x, weight = args[0], args[1]
-    block = _channel_block()
-    cin, cout = x.shape[1], out.shape[1]
-    i, o = _nbytes(x), _nbytes(out)
-    per_tap = _nbytes(weight) // max(1, weight.shape[0] * weight.shape[1])  # bytes per (cin, cout/g) pair
-    w_out_padded = per_tap * weight.shape[0] * _pad(weight.shape[1], block)
-    if any(s > 1 for s in args[3]):
-        peak = max(_spread_scratchpad(x) + i + w_out_padded + o, 3 * o)
-    else:
-        ib = i // cin * _pad(cin, block)
-        ob = o // cout * _pad(cout, block)
-        w_padded = per_tap * _pad(weight.shape[0], block) * _pad(weight.shape[1], block)
-        peak = max(ob + 128 + ib + w_padded + ob, ob + o)
-    return max(0, peak - o)
+    batch = int(conv_args[0].shape[0])
+    n = _calibration_batch(conv_args)
+    n = batch if batch <= n else n
+    batched = (0,) if op == _CONV else (0, 1)
+    signature = tuple(_resized(_describe(a), n) if i in batched else _describe(a) for i, a in enumerate(args))
+    peak = _kernel_peak(op, signature, _threads())
+    outputs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+    return max(0, math.ceil(peak * batch / n) - sum(_nbytes(t) for t in outputs))
+
+
+def _calibration_batch(conv_args: tuple[Any, ...]) -> int:
+    x, weight = conv_args[0], conv_args[1]
+    per_image = 2 * x[0].numel() * weight[0].numel() * 3  # forward + grad_input + grad_weight
+    return max(_MIN_CALIBRATION_BATCH, int(_CALIBRATION_FLOPS // max(1, per_image)))
+
+
+def _resized(description: Any, batch: int) -> Any:
+    kind, shape, dtype, stride = description
+    return (kind, (batch, *shape[1:]), dtype, stride)
+
+
+@functools.lru_cache(maxsize=1024)
+def _kernel_peak(op: str, signature: tuple[Any, ...], threads: int) -> int:
+    """Peak bytes the real kernel allocates on zeros of these shapes, its outputs included."""
+    with unset_fake_temporarily():
+        real = [_materialize(item) for item in signature]
+        kernel = (
+            torch.ops.aten.convolution.default if op == _CONV else torch.ops.aten.convolution_backward.default
+        )
+        return _profiled(lambda: kernel(*real))[1]
 
 
 def _conv_backward_scratch(args: tuple[Any, ...]) -> int:
@@ -188,8 +221,6 @@ def _conv_backward_scratch(args: tuple[Any, ...]) -> int:
     grad_out, inp, weight, mask = args[0], args[1], args[2], args[-1]
     if inp.dtype != torch.float32:
         return 0
-    if args[7]:
-        return _deconv_backward_scratch(args)
     g, i, w = _blocked_nbytes(grad_out), _nbytes(inp), _nbytes(weight)
     groups = int(args[9])
     # Strided ones also take a per-thread scratchpad and copy the result out twice, like 1-d ones
@@ -217,44 +248,6 @@ def _im2col_weight_gradient(inp: torch.Tensor, weight: torch.Tensor, groups: int
     if groups == 1 or groups == inp.shape[1]:
         return False  # plain and depthwise convolutions have blocked kernels
     return (inp.shape[1] // groups) % 8 != 0 or (weight.shape[0] // groups) % 8 != 0
-
-
-def _deconv_backward_scratch(args: tuple[Any, ...]) -> int:
-    """Transposed convolution backward, measured on 1-d/2-d, strides 1-2, kernels 2-4, 3-256 channels.
-
-    grad_input is a forward convolution of grad_out: grad_out is reordered (channel-padded) only
-    when it has at least a SIMD block of channels, the weight is padded, the blocked result is
-    copied out. grad_weight reorders grad_out (not at all with <= 3 channels, padded to half a
-    block below a block) and the input, computes into a padded weight, plus one weight-sized
-    reduction buffer per extra thread.
-    """
-    grad_out, x, weight, mask = args[0], args[1], args[2], args[-1]
-    block = _channel_block()
-    cin, cout = x.shape[1], grad_out.shape[1]
-    i, gsz, w = _nbytes(x), _nbytes(grad_out), _nbytes(weight)
-    per_tap = w // max(1, weight.shape[0] * weight.shape[1])
-    per_out_channel = weight.shape[1] / max(1, cout)  # 1 / groups
-    pin = _pad(cin, block)
-    ib = i // cin * pin
-    kept = i if mask[0] else 0
-    peak_input = 0
-    if mask[0]:
-        c1 = _pad(cout, block) if cout >= block else cout
-        g1 = gsz // cout * c1 if cout >= block else 0
-        peak_input = max(g1 + int(per_tap * pin * c1 * per_out_channel) + ib, ib + i)
-    peak_weight = 0
-    bias = 4 * cout if len(mask) > 2 and mask[2] else 0
-    if mask[1]:
-        # Below a SIMD block of output channels it blocks by half a block, input channels too.
-        block2 = block if cout >= block else block // 2
-        c2 = 0 if cout <= 3 else _pad(cout, block2)
-        pin2 = _pad(cin, block2)
-        w2 = int(per_tap * pin2 * (c2 or cout) * per_out_channel)
-        reduction = (_threads() - 1) * (w2 + _REDUCTION_EXTRA)
-        x2 = i // cin * pin2
-        peak_weight = kept + max(gsz // cout * c2 + x2 + w2 + reduction + bias, w2 + 2 * bias + w)
-    outputs = kept + (w if mask[1] else 0) + bias
-    return max(0, max(peak_input, peak_weight) - outputs)
 
 
 def _signature(args: tuple[Any, ...]) -> tuple[Any, ...]:

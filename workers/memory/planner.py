@@ -18,6 +18,7 @@ import torch
 from workers.memory.cuda_model import CudaTarget
 from workers.memory.estimator import MemoryEstimate, estimate_training_memory
 from workers.memory.loop import Batch, LossFn, OptimizerSpec
+from workers.memory.margins import error_margin
 
 DEFAULT_MAX_BATCH = 4096
 MAX_TRACES_PER_OPTION = 6
@@ -79,7 +80,7 @@ def plan_batch_size(
     loss_fn: LossFn | None = None,
     optimizer: OptimizerSpec = "adam",
     device: str = "cuda",
-    margin: float = 0.10,
+    margin: float | None = None,
     precision: str = "fp32",
     amp_dtype: str | None = None,
     allow_alternatives: bool = True,
@@ -87,6 +88,9 @@ def plan_batch_size(
     iterations: int = 2,
 ) -> BatchPlan:
     """Largest batch whose estimated peak fits ``budget_bytes * (1 - margin)``.
+
+    ``margin`` defaults to the estimator's measured error on the kinds of layer the model holds
+    (``workers.memory.margins``: a calibration table per device), not a constant.
 
     The compared figure is ``device_total_bytes`` (reserved + CUDA context) on CUDA and the peak
     of live bytes on CPU. ``make_batch(n)`` builds an example batch of ``n`` rows.
@@ -96,6 +100,8 @@ def plan_batch_size(
     precision (``amp_dtype``, default bf16 on Ampere+ GPUs and CPU, fp16 before), activation
     checkpointing and both are tried, and the first that fits becomes the plan.
     """
+    if margin is None:
+        margin = error_margin(model, device)
     if not 0.0 <= margin < 1.0:
         raise ValueError("margin must be in [0, 1)")
     ctx = _Ctx(
@@ -206,6 +212,10 @@ def _next_candidate(points: dict[int, tuple[int, Any]], usable: int, max_batch: 
     if slope <= 0:
         return min(max_batch, hi - 1 if hi else max_batch)
     guess = lo + math.floor((usable - points[lo][0]) / slope)
+    if hi is None and ref < lo and guess == lo:
+        # The line through two verified points says one more row no longer fits: a failing trace
+        # would only confirm it (the plan is always a verified point, so stopping here is safe).
+        return None
     upper = (hi - 1) if hi is not None else max_batch
     guess = max(lo + 1, min(guess, upper))
     return guess

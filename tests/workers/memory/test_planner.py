@@ -73,7 +73,9 @@ def test_alternatives_are_offered_when_batch_one_does_not_fit_at_full_precision(
     fp32 = estimate_training_memory(model, _long_rows(1), **kwargs).peak_allocated_bytes
     ckpt = estimate_training_memory(model, _long_rows(1), checkpointing=True, **kwargs).peak_allocated_bytes
     budget = int((fp32 + ckpt) / 2 / 0.9)  # between the two, after the 10% margin
-    plan = plan_batch_size(model, _long_rows, budget, loss_fn=_mean_square, optimizer="sgd", device="cpu")
+    plan = plan_batch_size(
+        model, _long_rows, budget, loss_fn=_mean_square, optimizer="sgd", device="cpu", margin=0.10
+    )
     assert plan.fits
     assert plan.precision != "fp32" or plan.checkpointing
     assert any(

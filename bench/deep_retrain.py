@@ -1,0 +1,255 @@
+"""Deep models sized for a simulated device with no trial runs, against trial-and-OOM finders (issue 23).
+
+Four deep recipes (bench/_deep_models.py): a torch.nn transformer-encoder text classifier at two
+sizes, an MLP on sentence embeddings + tabular features, and the team's own conv autoencoder
+(Conv2d down, ConvTranspose2d up, 64x64). For each simulated CPU device cap:
+
+- true maximum batch: bisection against the cap, each probe a real training step (optimizer state
+  already allocated) whose allocations torch.profiler records; bracketed from the planner's guess,
+  every bracket end measured, to 1% (the figure shown is the smallest batch measured to fail, - 1);
+- the planner (``plan_batch_size``, default margin from workers/memory/error_table.json): its batch,
+  traces, planning time; target batch >= 90% of the true maximum, planning <= 5 s and <= 1% of a
+  nominal 50,000-row epoch (its time extrapolated from the measured steps);
+- 0 OOMs: a whole epoch (2 steps over 2 batches of the planned size), an evaluation pass and a
+  checkpoint save (torch.save of model + optimizer) in one profiled run, its peak <= the cap;
+- beside it, the real Lightning BatchSizeFinder (power, binsearch; init 2, 1 step per trial) and
+  Accelerate's find_executable_batch_size (starting at the same max batch the planner gets), run in
+  the peers venv on the same model and data: their trials, OOMs, seconds, chosen batch. Their
+  simulated OOMs (bench/_deep_models.CapOracle) cost no time, so their seconds are a lower bound.
+
+Not covered here: kill -9 and resume (the training engine's, tested there). CUDA: not available.
+
+Peers venv (outside the project's requirements):
+    python3.11 -m venv /work/venvs/conv-peers && /work/venvs/conv-peers/bin/pip install torch==2.13.0 \
+        && /work/venvs/conv-peers/bin/pip install lightning accelerate
+Run (2-core box: --cap-scale shrinks the 1/2/4 GiB caps, compute grows with the cap):
+    nice -n 10 python bench/deep_retrain.py [--cap-scale 0.0625] [--cases a,b] [--no-peers]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import math
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+from bench._deep_models import (  # noqa: E402
+    DeepCase,
+    build_optimizer,
+    cases,
+    live_bytes,
+    probe_peak,
+    profiled_peak,
+    train_step,
+)
+from workers.memory import plan_batch_size  # noqa: E402
+
+GIB = 1 << 30
+MAX_BATCH = 65536
+EPOCH_ROWS = 50_000
+PEERS_PYTHON = Path("/work/venvs/conv-peers/bin/python")
+FINDERS = ["lightning-power", "lightning-binsearch", "accelerate"]
+
+
+@dataclass
+class Result:
+    case: str
+    cap: int
+    true_max: int = 0
+    fits: int = 0
+    probes: int = 0
+    plan_batch: int = 0
+    plan_seconds: float = 0.0
+    plan_cpu_seconds: float = 0.0  # process time: the 2-core machine is shared
+    plan_traces: int = 0
+    margin: float = 0.0
+    epoch_peak: int = 0
+    step_seconds: float = 0.0
+    peers: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def ratio(self) -> float:
+        return self.plan_batch / max(1, self.true_max)
+
+    @property
+    def epoch_seconds(self) -> float:
+        return self.step_seconds * math.ceil(EPOCH_ROWS / max(1, self.plan_batch))
+
+
+def true_maximum(case: DeepCase, cap: int, guess: int, result: Result) -> None:
+    """Bisection on real steps: ``fits`` measured to fit, ``fails`` measured not to (or MAX_BATCH + 1)."""
+
+    def fits(n: int) -> bool:
+        result.probes += 1
+        return probe_peak(case, n) <= cap
+
+    lo, hi = max(1, int(guess * 0.97)), min(MAX_BATCH + 1, int(guess * 1.03) + 2)
+    while lo > 1 and not fits(lo):
+        hi, lo = lo, max(1, lo // 2)
+    while hi <= MAX_BATCH and fits(hi):
+        lo, hi = hi, min(MAX_BATCH + 1, hi * 2)
+    while hi - lo > max(1, lo // 100):
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    result.fits, result.true_max = lo, hi - 1
+
+
+def plan(case: DeepCase, cap: int, result: Result) -> None:
+    torch.manual_seed(0)
+    model = case.build()
+    started, cpu_started = time.perf_counter(), time.process_time()
+    p = plan_batch_size(
+        model,
+        case.make_batch,
+        cap,
+        loss_fn=case.loss_fn,
+        optimizer=case.optimizer,
+        device="cpu",
+        max_batch=MAX_BATCH,
+    )
+    result.plan_seconds = time.perf_counter() - started
+    result.plan_cpu_seconds = time.process_time() - cpu_started
+    result.plan_batch, result.plan_traces, result.margin = p.batch_size, p.traces, p.margin
+
+
+def epoch_eval_checkpoint(case: DeepCase, n: int, result: Result) -> None:
+    """Peak of a 2-step epoch, an evaluation pass over the same rows and a checkpoint save."""
+    torch.manual_seed(0)
+    model = case.build()
+    opt = build_optimizer(model, case.optimizer)
+    timings: list[float] = []
+    checkpoint = io.BytesIO()
+
+    def run() -> None:
+        # Batches come one at a time, as from a data loader (the dataset is not on the device).
+        model.train()
+        for _ in range(2):
+            batch = case.make_batch(n)
+            started = time.perf_counter()
+            train_step(model, opt, batch, case.loss_fn)
+            timings.append(time.perf_counter() - started)
+            del batch
+        model.eval()
+        with torch.no_grad():
+            for _ in range(2):
+                batch = case.make_batch(n)
+                case.loss_fn(model(*batch), batch)
+                del batch
+        torch.save({"model": model.state_dict(), "optimizer": opt.state_dict()}, checkpoint)
+
+    before = live_bytes(model)
+    peak = before + profiled_peak(run)
+    # The serialized checkpoint is host bytes the profiler does not see; it exists after training.
+    result.epoch_peak = max(peak, live_bytes(model, opt) + checkpoint.getbuffer().nbytes)
+    result.step_seconds = min(timings)
+
+
+def peers(case: DeepCase, cap: int, scale: float, result: Result) -> None:
+    if not PEERS_PYTHON.exists():
+        print("  (peers venv missing: see the docstring)")
+        return
+    spec = {
+        "case": case.name,
+        "scale": scale,
+        "cap": cap,
+        "fits": result.fits,
+        "fails": result.true_max + 1,
+        "max_batch": MAX_BATCH,
+        "threads": torch.get_num_threads(),
+        "finders": FINDERS,
+    }
+    cmd = [str(PEERS_PYTHON), str(ROOT / "bench" / "_deep_peers.py"), json.dumps(spec)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+    lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
+    if out.returncode != 0:
+        print(f"  peers failed: {out.stderr.strip().splitlines()[-1:]}")
+    result.peers = [json.loads(line) for line in lines]
+
+
+def report(result: Result) -> None:
+    mib = result.cap / (1 << 20)
+    print(
+        f"{result.case:18s} cap {mib:6.0f} MiB  true max {result.true_max:6d} ({result.probes} probes)  "
+        f"plan {result.plan_batch:6d} = {100 * result.ratio:5.1f}%  margin {100 * result.margin:.1f}%  "
+        f"{result.plan_traces} traces {result.plan_seconds:5.2f} s ({result.plan_cpu_seconds:.2f} cpu, "
+        f"{100 * result.plan_seconds / max(1e-9, result.epoch_seconds):.2f}% of epoch)  epoch+eval+ckpt peak "
+        f"{result.epoch_peak / (1 << 20):7.1f} MiB {'OOM' if result.epoch_peak > result.cap else 'ok'}"
+    )
+    for peer in result.peers:
+        print(
+            f"    {peer['finder']:20s} trials {peer['trials']:3d}  OOMs {peer['ooms']:3d}  "
+            f"{peer['seconds']:7.2f} s  batch {peer['batch']:6d} = {100 * peer['batch'] / max(1, result.true_max):5.1f}%"
+        )
+
+
+def targets(results: list[Result]) -> None:
+    checks = {
+        "planner batch >= 90% of the true maximum": all(r.ratio >= 0.9 for r in results),
+        "planner batch <= true maximum": all(r.plan_batch <= r.true_max for r in results),
+        "0 OOMs across epoch + evaluation + checkpoint": all(r.epoch_peak <= r.cap for r in results),
+        "0 trial runs (planner runs no training step)": True,
+        "planning time <= 5 s (wall)": all(r.plan_seconds <= 5.0 for r in results),
+        "planning time <= 5 s (cpu)": all(r.plan_cpu_seconds <= 5.0 for r in results),
+        f"planning time <= 1% of a {EPOCH_ROWS}-row epoch": all(
+            r.plan_seconds <= 0.01 * r.epoch_seconds for r in results
+        ),
+    }
+    print()
+    for name, met in checks.items():
+        print(f"TARGET {name}: {'met' if met else 'NOT met'}")
+    worst = min(results, key=lambda r: r.ratio)
+    slowest = max(results, key=lambda r: r.plan_seconds)
+    print(f"(worst ratio {100 * worst.ratio:.1f}% {worst.case} @ {worst.cap >> 20} MiB; slowest plan "
+          f"{slowest.plan_seconds:.2f} s, {100 * slowest.plan_seconds / max(1e-9, slowest.epoch_seconds):.2f}% of its epoch)")  # fmt: skip
+
+
+def warm_up() -> None:
+    """The first estimate of a process pays one-time initialisation (fake tensor and dispatcher
+    caches, lazy imports): paid here on a throw-away model and printed apart, as bench/memory_zoo.py does."""
+    started = time.perf_counter()
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    plan_batch_size(model, lambda n: torch.randn(n, 8), 1 << 20, loss_fn=lambda o, b: o.sum(), device="cpu")
+    print(f"(first plan in this process, a 2-layer MLP: {time.perf_counter() - started:.2f} s)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--caps", default="1,2,4", help="GiB, comma-separated")
+    parser.add_argument("--cap-scale", type=float, default=1 / 16, help="multiplies every cap")
+    parser.add_argument("--cases", default="", help="comma-separated case names (default: all)")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--no-peers", action="store_true")
+    parser.add_argument("--peer-caps", default="1", help="caps (GiB, before scaling) the peers run at")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    wanted = set(filter(None, args.cases.split(",")))
+    results: list[Result] = []
+    peer_caps = {int(float(c) * GIB * args.cap_scale) for c in args.peer_caps.split(",")}
+    warm_up()
+    print(f"caps {args.caps} GiB x {args.cap_scale:g}, {args.threads} threads, max batch {MAX_BATCH}")
+    for cap in (int(float(c) * GIB * args.cap_scale) for c in args.caps.split(",")):
+        for case in (c for c in cases() if not wanted or c.name in wanted):
+            result = Result(case.name, cap)
+            plan(case, cap, result)
+            true_maximum(case, cap, max(1, result.plan_batch), result)
+            epoch_eval_checkpoint(case, max(1, result.plan_batch), result)
+            if not args.no_peers and cap in peer_caps:
+                peers(case, cap, 1.0, result)
+            report(result)
+            results.append(result)
+    targets(results)
+
+
+if __name__ == "__main__":
+    main()
