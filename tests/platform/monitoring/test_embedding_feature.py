@@ -219,14 +219,15 @@ def _checked_shape() -> dict[str, Any]:
 
 
 @pytest.mark.django_db
-def test_the_policy_picks_the_calibrated_method_for_embeddings(
-    client_for: Callable[[str], APIClient],
+@pytest.mark.parametrize("method", ["mean_perm", "classifier_mw"])
+def test_the_policy_picks_a_calibrated_method_for_embeddings(
+    client_for: Callable[[str], APIClient], method: str
 ) -> None:
     api = client_for("ingest")
-    _registered(api, method="classifier_mw")
+    _registered(api, method=method)
     drift = _checked(api, shift=0.0).drift["columns"]
     assert (drift["emb"]["method"], drift["emb"]["threshold"], drift["emb"]["higher_is_drift"]) == (
-        "classifier_mw",
+        method,
         0.05,
         False,
     )
@@ -243,7 +244,11 @@ def test_an_unknown_embedding_method_is_refused_by_the_policy_api(
     response = admin.patch(f"/api/v1/models/{NAME}/policy", {"embedding_drift_method": "mmd"}, format="json")
     assert response.status_code == 400
     assert response.json()["errors"] == [
-        {"row": None, "field": "embedding_drift_method", "message": "must be one of model, classifier_mw"}
+        {
+            "row": None,
+            "field": "embedding_drift_method",
+            "message": "must be one of model, classifier_mw, mean_perm",
+        }
     ]
     assert MonitoringPolicy.objects.get(model=model).embedding_drift_method == "model"
 
