@@ -29,7 +29,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from workers.drift.distribution import DistributionDict, edges_for, fmt, fractions, histogram, psi
+from workers.drift.distribution import (
+    DistributionDict,
+    ScatterDict,
+    edges_for,
+    fmt,
+    fractions,
+    histogram,
+    psi,
+)
 from workers.drift.stats import StatTest
 from workers.features.base import DriftScore, FeatureKind, InvalidValue
 from workers.features.registry import register_feature_type
@@ -41,6 +49,7 @@ MAX_REFERENCE_VECTORS = 20_000
 SAMPLE_SEED = 0
 PCA_COMPONENTS = 2  # the drill-down's projection
 PCA_FIT_ROWS = 5_000  # the basis is fitted on at most this many reference vectors
+SCATTER_POINTS = 300  # per side in the drill-down's scatter (a fixed-seed sample)
 
 # evidently 0.7.23 ``EmbeddingsDriftMetric``: bootstrap when the reference has < 1,000 rows;
 # ``ModelDriftMethod``: threshold 0.55, 100 random-score AUCs, their 95th percentile; the split
@@ -306,6 +315,22 @@ EMBEDDING_METHODS: dict[str, EmbeddingMethod] = {
 DEFAULT_METHOD = MODEL.name
 
 
+def _sampled_plane(points: np.ndarray) -> list[list[float]]:
+    rng = np.random.default_rng(SAMPLE_SEED)
+    keep = np.sort(rng.permutation(len(points))[:SCATTER_POINTS])
+    plane = np.zeros((len(keep), 2))
+    plane[:, : points.shape[1]] = points[keep, :2]  # one component only: y = 0
+    return [[round(float(x), 4), round(float(y), 4)] for x, y in plane]
+
+
+def scatter_points(summary: EmbeddingSummary, current: np.ndarray) -> ScatterDict:
+    """Both sides on the reference's first two principal components, ``SCATTER_POINTS`` each."""
+    return {
+        "reference": _sampled_plane(summary.project(summary.vectors)),
+        "current": _sampled_plane(summary.project(current)),
+    }
+
+
 class Embedding(FeatureKind[EmbeddingSummary]):
     name = "embedding"
     storage_dtype = "object"  # each value a float32 array (None when missing)
@@ -420,6 +445,7 @@ class Embedding(FeatureKind[EmbeddingSummary]):
             "psi": psi(ref_counts, cur_counts),
             "wasserstein_norm": None,
             "cramers_v": None,
+            "points": scatter_points(summary, current),
         }
 
     # -- data quality

@@ -254,7 +254,9 @@ def test_an_unknown_embedding_method_is_refused_by_the_policy_api(
 
 
 @pytest.mark.django_db
-def test_the_heat_map_has_a_row_for_the_embedding(client_for: Callable[[str], APIClient]) -> None:
+def test_the_heat_map_has_a_row_for_the_embedding_and_its_drill_down_a_scatter(
+    client_for: Callable[[str], APIClient],
+) -> None:
     api = client_for("ingest")
     _registered(api)
     check = _checked(api, shift=0.5)
@@ -264,4 +266,7 @@ def test_the_heat_map_has_a_row_for_the_embedding(client_for: Callable[[str], AP
     assert f"/models/{NAME}/drift/?feature=emb&amp;range=" in page and "domain classifier ROC AUC" in page
     drill = client.get(f"/models/{NAME}/drift/?feature=emb&range=all&check={check.pk}")
     assert drill.status_code == 200
-    assert "projection on the reference&#x27;s first principal component" in drill.content.decode()
+    html = drill.content.decode()
+    assert "projection on the reference&#x27;s first principal component" in html
+    # the scatter on the first two components: 300 of the 400 reference rows, the window's 300
+    assert html.count('<circle class="dot-ref"') == 300 and html.count('<circle class="dot-cur"') == 300
