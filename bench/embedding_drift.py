@@ -18,6 +18,7 @@ import argparse
 import json
 import math
 import multiprocessing
+import os
 import resource
 import sys
 import time
@@ -200,7 +201,11 @@ def power(
     )
     print(f"{'shift':>28} {'size':>5} {'n':>5} | " + " ".join(f"{c:>13}" for c in columns))
     table = {}
-    families = [("no drift", 0.0, lambda size: world.null)]
+
+    def unchanged(size: float) -> Sampler:
+        return world.null
+
+    families: list[tuple[str, float, Callable[[float], Sampler]]] = [("no drift", 0.0, unchanged)]
     families += [(name, size, make) for name, make in shifts(world).items() for size in GRADES[name]]
     for name, size, make in families:
         for n in sizes:
@@ -239,28 +244,39 @@ def _timed_check(n: int, method: str, queue: multiprocessing.Queue) -> None:  # 
     kind = Embedding(768)
     summary = kind.summarize(pd.Series(list(world.null(rng, n))))
     texts = pd.Series([json.dumps(v.tolist()) for v in world.null(rng, n)])
+    cpu_before = _cpu_seconds()
     started = time.perf_counter()
     values = kind.column(texts)
     parsed = time.perf_counter()
     kind.drift_by(method, summary, values)
     finished = time.perf_counter()
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    queue.put((parsed - started, finished - parsed, rss))
+    queue.put((parsed - started, finished - parsed, _cpu_seconds() - cpu_before, rss))
+
+
+def _cpu_seconds() -> float:
+    """This process's CPU time: what the check costs when the machine's other load is not its."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def timing(sizes: list[int], methods: list[str]) -> None:
     print("\n## One check, n vs n × 768: parse the window's JSON, test it (fresh process each)")
-    print(f"{'n/side':>7} {'method':>14} {'parse s':>8} {'test s':>8} {'total s':>8} {'peak RSS MiB':>13}")
+    print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    print(
+        f"{'n/side':>7} {'method':>14} {'parse s':>8} {'test s':>8} {'total s':>8} {'CPU s':>6} {'peak RSS MiB':>13}"
+    )
     context = multiprocessing.get_context("spawn")
     for n in sizes:
         for method in methods:
             queue = context.Queue()
             child = context.Process(target=_timed_check, args=(n, method, queue))
             child.start()
-            parse, test, rss = queue.get()
+            parse, test, cpu, rss = queue.get()
             child.join()
+            total = parse + test
             print(
-                f"{n:>7} {method:>14} {parse:>8.2f} {test:>8.2f} {parse + test:>8.2f} {rss:>13.0f}",
+                f"{n:>7} {method:>14} {parse:>8.2f} {test:>8.2f} {total:>8.2f} {cpu:>6.2f} {rss:>13.0f}",
                 flush=True,
             )
 
@@ -290,7 +306,7 @@ def main() -> None:
         )
     if "power" not in skip:
         power_sizes = [int(s) for s in args.power_sizes.split(",")]
-        peers = {int(s) for s in args.peer_sizes.split(",")}
+        peers = {int(s) for s in args.peer_sizes.split(",") if s}
         targets(power(power_sizes, args.power_dim, args.runs, peers), power_sizes)
     if "timing" not in skip:
         timing([int(s) for s in args.timing_sizes.split(",")], args.timing_methods.split(","))

@@ -164,7 +164,7 @@ def scatter(distribution: dict[str, Any]) -> dict[str, Any] | None:
     xs = [p[0] for p in reference + current]
     ys = [p[1] for p in reference + current]
     box = (min(xs), max(xs), min(ys), max(ys))
-    chart = {"n_reference": len(reference), "n_current": len(current)}
+    chart: dict[str, Any] = {"n_reference": len(reference), "n_current": len(current)}
     chart["svg"] = mark_safe(_scatter_svg(reference, current, box))  # noqa: S308 (numbers only)
     return chart
 
