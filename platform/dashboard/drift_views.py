@@ -84,6 +84,7 @@ def _distribution_context(check: QualityCheck, stored: str) -> dict[str, Any]:
         if distribution
         else None,
         "histogram": feature_drift.histogram(distribution) if distribution else None,
+        "scatter": feature_drift.scatter(distribution) if distribution else None,
         "effects": feature_drift.effect_rows(distribution) if distribution else [],
     }
 

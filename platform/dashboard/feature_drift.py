@@ -13,6 +13,7 @@ from dashboard.numbers import finite, fixed
 from workers.drift.result import StoredScore
 
 HIST_W, HIST_H = 900, 240
+SCATTER_W, SCATTER_H, SCATTER_PAD = 900, 360, 40
 HIST_LEFT, HIST_RIGHT, HIST_TOP, HIST_BOTTOM = 48, 12, 12, 64
 EFFECT_LABELS = {
     "psi": "PSI (population stability index; < 0.1 stable, > 0.25 a large shift)",
@@ -151,3 +152,44 @@ def _histogram_svg(chart: dict[str, Any]) -> str:
 
 def _short(label: str, limit: int = 18) -> str:
     return label if len(label) <= limit else label[: limit - 1] + "…"
+
+
+def scatter(distribution: dict[str, Any]) -> dict[str, Any] | None:
+    """An embedding's sampled reference and window points on the reference's first two principal
+    components (``distribution["points"]``), as an SVG; None for other columns."""
+    points = distribution.get("points") or {}
+    reference, current = points.get("reference") or [], points.get("current") or []
+    if not reference or not current:
+        return None
+    xs = [p[0] for p in reference + current]
+    ys = [p[1] for p in reference + current]
+    box = (min(xs), max(xs), min(ys), max(ys))
+    chart: dict[str, Any] = {"n_reference": len(reference), "n_current": len(current)}
+    chart["svg"] = mark_safe(_scatter_svg(reference, current, box))  # noqa: S308 (numbers only)
+    return chart
+
+
+def _scatter_svg(reference: list[list[float]], current: list[list[float]], box: tuple[float, ...]) -> str:
+    x0, x1, y0, y1 = box
+    plot_w, plot_h = SCATTER_W - 2 * SCATTER_PAD, SCATTER_H - 2 * SCATTER_PAD
+
+    def at(x: float, y: float) -> str:
+        cx = SCATTER_PAD + plot_w * (x - x0) / ((x1 - x0) or 1)
+        cy = SCATTER_PAD + plot_h * (1 - (y - y0) / ((y1 - y0) or 1))
+        return f'cx="{cx:.1f}" cy="{cy:.1f}"'
+
+    bottom = SCATTER_H - SCATTER_PAD
+    out = [
+        f'<svg viewBox="0 0 {SCATTER_W} {SCATTER_H}" role="img" xmlns="http://www.w3.org/2000/svg" '
+        'aria-label="reference and window on the reference\'s first two principal components">',
+        f'<line class="axis" x1="{SCATTER_PAD}" x2="{SCATTER_W - SCATTER_PAD}" y1="{bottom}" y2="{bottom}"/>',
+        f'<line class="axis" x1="{SCATTER_PAD}" x2="{SCATTER_PAD}" y1="{SCATTER_PAD}" y2="{bottom}"/>',
+        f'<text class="tick" x="{SCATTER_W / 2:.0f}" y="{SCATTER_H - 8}" text-anchor="middle">'
+        f"PC1 ({fixed(x0, 2)} … {fixed(x1, 2)})</text>",
+        f'<text class="tick" x="12" y="{SCATTER_H / 2:.0f}" text-anchor="middle" '
+        f'transform="rotate(-90 12 {SCATTER_H / 2:.0f})">PC2 ({fixed(y0, 2)} … {fixed(y1, 2)})</text>',
+    ]
+    for css, side in (("dot-ref", reference), ("dot-cur", current)):
+        out += [f'<circle class="{css}" {at(x, y)} r="2.5"/>' for x, y in side]
+    out.append("</svg>")
+    return "".join(out)

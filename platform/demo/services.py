@@ -13,7 +13,17 @@ from monitoring.models import MonitoringPolicy, WindowKind
 from registry.models import ModelVersion, RegisteredModel
 from registry.services import model_register, reference_upload, version_create
 from retraining.models import RetrainPolicy
-from workers.demo import DEMO_CLASSES, DEMO_FEATURES, DEMO_MODEL, demo_frame, frame_rows
+from workers.demo import (
+    DEMO_CLASSES,
+    DEMO_FEATURES,
+    DEMO_MODEL,
+    TICKETS_CLASSES,
+    TICKETS_FEATURES,
+    TICKETS_MODEL,
+    demo_frame,
+    frame_rows,
+    tickets_frame,
+)
 from workers.training import engine
 from workers.training.artifacts import Predictor, bundle_to_bytes
 from workers.training.recipes import TABULAR_CLASSIFICATION
@@ -32,6 +42,14 @@ DEMO_RETRAIN_POLICY = {
     "max_training_samples": 1000,
     "min_training_samples": 300,
     "cooldown_minutes": 3,
+}
+
+
+# The ticket router's inputs drift where only the embedding and text tests look; the policy
+# picks the calibrated permutation test for its embedding.
+TICKETS_POLICY = {
+    **{k: v for k, v in DEMO_POLICY.items() if k != "auto_retrain"},
+    "embedding_drift_method": "mean_perm",
 }
 
 
@@ -101,9 +119,36 @@ def demo_model_ensure() -> bool:
     return True
 
 
+def demo_tickets_ensure() -> bool:
+    """Register the second demo model once: a ticket router serving from an embedding and the
+    ticket's text (no version artifact: the demo traffic is its service), with its reference."""
+    if RegisteredModel.objects.filter(name=TICKETS_MODEL).exists():
+        return False
+    frame, labels, predicted = tickets_frame(1000, seed=3)
+    with transaction.atomic():
+        model = model_register(
+            data={
+                "name": TICKETS_MODEL,
+                "task": "classification",
+                "classes": TICKETS_CLASSES,
+                "features": TICKETS_FEATURES,
+                "description": "Demo: a ticket router on a text embedding and the ticket's text; a new "
+                "product's tickets drift its inputs, not its predictions.",
+            }
+        )
+        rows = [
+            {"features": f, "label": y, "prediction": p}
+            for f, y, p in zip(frame_rows(frame), labels, predicted, strict=True)
+        ]
+        reference_upload(model=model, rows=rows, source="demo tickets")
+        MonitoringPolicy.objects.update_or_create(model=model, defaults=TICKETS_POLICY)
+    return True
+
+
 def demo_seed() -> DemoSeed:
     password = demo_admin_ensure()
     created = demo_model_ensure()
+    demo_tickets_ensure()
     user = get_user_model().objects.get(username="admin")
     _, secret = api_token_create(user=user, scope=Scope.INGEST, name="demo traffic")
     _, reader = api_token_create(user=user, scope=Scope.READ, name="demo traffic: champion downloads")

@@ -99,8 +99,9 @@ class MonitoringPolicy(models.Model):
     embedding_drift_method = models.CharField(
         max_length=40,
         default="model",
-        help_text="model: evidently's domain classifier (its default); classifier_mw: the same "
-        "classifier with a p-value, calibrated at every sample size",
+        help_text="model: evidently's domain classifier (its default); mean_perm: a permutation test "
+        "of the mean difference, calibrated at every sample size; classifier_mw: the classifier's "
+        "held-out scores with a Mann-Whitney p-value",
     )
     alert_k = models.PositiveIntegerField(default=1, help_text="alert when k of the last n checks breach")
     alert_n = models.PositiveIntegerField(default=1)

@@ -10,7 +10,7 @@ the stattest's score says whether the difference is significant.
 from __future__ import annotations
 
 import math
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -22,6 +22,14 @@ TOP_CATEGORIES = 12  # the rest is one "other" bar (the effect sizes still count
 EDGE_QUANTILE = 0.01  # bins span the 1st..99th percentile of both sides; the tails go in the end bins
 PSI_FLOOR = 1e-4  # an empty bin counts as this fraction, so PSI stays finite
 OTHER = "other"
+
+
+class ScatterDict(TypedDict):
+    """Sampled points of both sides on two axes (an embedding: the reference's first two
+    principal components), each point [x, y]."""
+
+    reference: list[list[float]]
+    current: list[list[float]]
 
 
 class DistributionDict(TypedDict):
@@ -37,6 +45,7 @@ class DistributionDict(TypedDict):
     psi: float
     wasserstein_norm: float | None
     cramers_v: float | None
+    points: NotRequired[ScatterDict]  # embeddings only
 
 
 def column_distribution(summary: Any, series: pd.Series, column_type: ColumnType) -> DistributionDict | None:

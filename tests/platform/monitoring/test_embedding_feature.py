@@ -219,14 +219,15 @@ def _checked_shape() -> dict[str, Any]:
 
 
 @pytest.mark.django_db
-def test_the_policy_picks_the_calibrated_method_for_embeddings(
-    client_for: Callable[[str], APIClient],
+@pytest.mark.parametrize("method", ["mean_perm", "classifier_mw"])
+def test_the_policy_picks_a_calibrated_method_for_embeddings(
+    client_for: Callable[[str], APIClient], method: str
 ) -> None:
     api = client_for("ingest")
-    _registered(api, method="classifier_mw")
+    _registered(api, method=method)
     drift = _checked(api, shift=0.0).drift["columns"]
     assert (drift["emb"]["method"], drift["emb"]["threshold"], drift["emb"]["higher_is_drift"]) == (
-        "classifier_mw",
+        method,
         0.05,
         False,
     )
@@ -243,13 +244,19 @@ def test_an_unknown_embedding_method_is_refused_by_the_policy_api(
     response = admin.patch(f"/api/v1/models/{NAME}/policy", {"embedding_drift_method": "mmd"}, format="json")
     assert response.status_code == 400
     assert response.json()["errors"] == [
-        {"row": None, "field": "embedding_drift_method", "message": "must be one of model, classifier_mw"}
+        {
+            "row": None,
+            "field": "embedding_drift_method",
+            "message": "must be one of model, classifier_mw, mean_perm",
+        }
     ]
     assert MonitoringPolicy.objects.get(model=model).embedding_drift_method == "model"
 
 
 @pytest.mark.django_db
-def test_the_heat_map_has_a_row_for_the_embedding(client_for: Callable[[str], APIClient]) -> None:
+def test_the_heat_map_has_a_row_for_the_embedding_and_its_drill_down_a_scatter(
+    client_for: Callable[[str], APIClient],
+) -> None:
     api = client_for("ingest")
     _registered(api)
     check = _checked(api, shift=0.5)
@@ -259,4 +266,7 @@ def test_the_heat_map_has_a_row_for_the_embedding(client_for: Callable[[str], AP
     assert f"/models/{NAME}/drift/?feature=emb&amp;range=" in page and "domain classifier ROC AUC" in page
     drill = client.get(f"/models/{NAME}/drift/?feature=emb&range=all&check={check.pk}")
     assert drill.status_code == 200
-    assert "projection on the reference&#x27;s first principal component" in drill.content.decode()
+    html = drill.content.decode()
+    assert "projection on the reference&#x27;s first principal component" in html
+    # the scatter on the first two components: 300 of the 400 reference rows, the window's 300
+    assert html.count('<circle class="dot-ref"') == 300 and html.count('<circle class="dot-cur"') == 300

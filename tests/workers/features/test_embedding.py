@@ -1,6 +1,7 @@
 """The embedding type on its own: cleaning, its summary, evidently parity of the default test,
 and the calibrated method's false-alarm rate and power."""
 
+import json
 from typing import Any
 
 import numpy as np
@@ -11,7 +12,16 @@ from evidently.legacy.metrics.data_drift.embedding_drift_methods import ModelDri
 from workers.drift import data_drift, summarize_reference
 from workers.drift.summary import ReferenceSummary
 from workers.features import InvalidValue, feature_type
-from workers.features.embedding import EMBEDDING_METHODS, MAX_DIM, Embedding, classifier_mw_score, model_score
+from workers.features.embedding import (
+    EMBEDDING_METHODS,
+    MAX_DIM,
+    N_PERMUTATIONS,
+    Embedding,
+    classifier_mw_score,
+    mean_perm_score,
+    min_p,
+    model_score,
+)
 
 DIM = 16
 
@@ -133,5 +143,51 @@ def test_the_calibrated_method_detects_a_clear_shift_nearly_always() -> None:
 
 
 def test_every_method_declares_a_stattest_of_its_own_name() -> None:
-    assert feature_type("embedding").methods() == ("model", "classifier_mw")
+    assert feature_type("embedding").methods() == ("model", "classifier_mw", "mean_perm")
     assert all(m.test.name == name for name, m in EMBEDDING_METHODS.items())
+
+
+def test_the_permutation_method_is_picked_per_type_and_detects_a_clear_shift() -> None:
+    rng = np.random.default_rng(17)
+    reference = pd.DataFrame({"e": _column(_vectors(rng, 300))})
+    current = pd.DataFrame({"e": _column(_vectors(rng, 300, 0.3))})
+    result = data_drift(reference, current, {"e": "embedding"}, methods={"embedding": "mean_perm"}).columns[
+        "e"
+    ]
+    assert (result.method, result.threshold, result.higher_is_drift) == ("mean_perm", 0.05, False)
+    assert result.drifted and result.score == 1 / (1 + N_PERMUTATIONS)  # no relabelling reaches it
+
+
+@pytest.mark.parametrize("n", [6, 60, 400])  # 6 per side: fewer rows than dimensions (the Gram path)
+def test_the_permutation_method_keeps_its_false_alarm_rate(n: int) -> None:
+    """120 no-drift runs: a 5% test alarms at most 12 times with probability > 0.99."""
+    rng = np.random.default_rng(19 + n)
+    scores = [mean_perm_score(_vectors(rng, n), _vectors(rng, n), n)[0] for _ in range(120)]
+    assert sum(p <= 0.05 for p in scores) <= 12, n
+    assert np.median(scores) > 0.3  # p-values spread over (0, 1], not piled near 0
+
+
+def test_the_permutation_method_is_seeded_and_on_the_permutation_grid() -> None:
+    rng = np.random.default_rng(23)
+    reference, current = _vectors(rng, 80), _vectors(rng, 90, 0.05)
+    p = mean_perm_score(reference, current, 80)[0]
+    assert p == mean_perm_score(reference.copy(), current.copy(), 80)[0]
+    assert (p * (1 + N_PERMUTATIONS)) == pytest.approx(round(p * (1 + N_PERMUTATIONS)))
+
+
+def test_min_p_of_one_statistic_is_its_permutation_p_value() -> None:
+    statistics = np.array([[3.0, 1.0, 5.0, 3.0, 0.5]])
+    assert min_p(statistics) == 3 / 5  # itself, the tie and the 5.0 are at least as large
+    # two tests: the observed column is the smallest p of either; ranked among the columns' smallest
+    assert min_p(np.array([[9.0, 1.0, 2.0, 3.0], [0.0, 5.0, 1.0, 2.0]])) == 2 / 4
+
+
+def test_a_windows_json_texts_parse_like_the_stored_lists() -> None:
+    rng = np.random.default_rng(29)
+    vectors = _vectors(rng, 5)
+    texts = pd.Series([json.dumps([float(v) for v in row]) for row in vectors], index=range(10, 15))
+    parsed = Embedding(DIM).column(texts)
+    assert list(parsed.index) == list(range(10, 15))
+    assert np.array_equal(np.vstack(parsed.to_list()), vectors)
+    one_bad = Embedding(DIM).column(pd.Series([texts.iloc[0], '[1.0, "x"]']))
+    assert np.array_equal(one_bad.iloc[0], vectors[0]) and one_bad.iloc[1] is None

@@ -9,12 +9,15 @@ from typing import Any
 from django.core.management.base import BaseCommand
 
 from demo.services import demo_champion_artifact
-from workers.demo import DEMO_CLASSES, DEMO_MODEL, demo_frame, frame_rows
+from workers.demo import DEMO_CLASSES, DEMO_MODEL, TICKETS_MODEL, demo_frame, frame_rows, tickets_frame
 from workers.training.artifacts import Predictor
 
 
 class Command(BaseCommand):
-    help = "Post demo predictions (from the champion model) and, one batch later, their labels."
+    help = (
+        "Post demo predictions (from the champion model, and the ticket router's) and, one batch "
+        "later, their labels."
+    )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("--url", default="http://127.0.0.1:8000")
@@ -32,6 +35,7 @@ class Command(BaseCommand):
         serving = None
         run = uuid.uuid4().hex[:8]
         pending: list[dict[str, Any]] = []
+        tickets_pending: list[dict[str, Any]] = []
         sent = 0
         while not opts["batches"] or sent < opts["batches"]:
             drift = min(1.0, sent * opts["drift_per_batch"])
@@ -52,6 +56,7 @@ class Command(BaseCommand):
             result = self._post(opts, "predictions", {"samples": samples})
             labelled = self._post(opts, "labels", {"labels": pending}) if pending else {"matched": 0}
             pending = [{"id": sid, "label": y} for sid, y in zip(ids, labels, strict=True)]
+            tickets_pending = self._tickets_batch(opts, f"{run}-{sent}", drift, sent, tickets_pending)
             sent += 1
             self.stdout.write(
                 f"ingested batch {sent}: accepted={result['accepted']} duplicates={result['duplicates']} "
@@ -59,6 +64,21 @@ class Command(BaseCommand):
             )
             self.stdout.flush()
             time.sleep(opts["interval"])
+
+    def _tickets_batch(
+        self, opts: dict[str, Any], prefix: str, drift: float, sent: int, pending: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """The ticket router's batch: its predictions now, the previous batch's labels."""
+        frame, labels, predicted = tickets_frame(opts["batch"], drift=drift, seed=sent + 100)
+        ids = [f"{prefix}-t{i}" for i in range(len(frame))]
+        samples = [
+            {"id": sid, "features": f, "prediction": p}
+            for sid, f, p in zip(ids, frame_rows(frame), predicted, strict=True)
+        ]
+        self._post(opts, "predictions", {"samples": samples}, model=TICKETS_MODEL)
+        if pending:
+            self._post(opts, "labels", {"labels": pending}, model=TICKETS_MODEL)
+        return [{"id": sid, "label": y} for sid, y in zip(ids, labels, strict=True)]
 
     def _poll_champion(
         self, opts: dict[str, Any], clf: Predictor, serving: int | None
@@ -86,9 +106,11 @@ class Command(BaseCommand):
             return bytes(response.read())
 
     @staticmethod
-    def _post(opts: dict[str, Any], what: str, body: dict[str, Any]) -> dict[str, Any]:
+    def _post(
+        opts: dict[str, Any], what: str, body: dict[str, Any], *, model: str = DEMO_MODEL
+    ) -> dict[str, Any]:
         request = urllib.request.Request(
-            f"{opts['url']}/api/v1/models/{DEMO_MODEL}/{what}",
+            f"{opts['url']}/api/v1/models/{model}/{what}",
             data=json.dumps(body).encode(),
             method="POST",
             headers={"Authorization": f"Bearer {opts['token']}", "Content-Type": "application/json"},
