@@ -63,7 +63,8 @@ class ModelBundle:
             # "encoder" holds the adapter's state whatever its kind (the key artifacts have had
             # since before adapters); "adapter" names the kind, tabular when absent.
             "preprocessing": {
-                "adapter": self.adapter.kind,
+                # an operator's adapter is found again by its allowed "module:Class"
+                "adapter": self.recipe.adapter if ":" in self.recipe.adapter else self.adapter.kind,
                 "encoder": self.adapter.to_dict(),
                 "target": self.target.to_dict(),
             },

@@ -115,9 +115,14 @@ class Recipe:
     checkpoint_every_steps: int = 0  # besides every epoch; 0: at epoch ends only
 
     @property
+    def is_deep(self) -> bool:
+        """Every recipe but the built-in tabular MLP (kilobytes, trained afresh in seconds)."""
+        return self.factory != TABULAR_FACTORY
+
+    @property
     def starts_from_champion(self) -> bool:
-        """Fine-tune by default for every recipe but the tabular MLP (cheap to train afresh)."""
-        return self.fine_tune if self.fine_tune is not None else self.factory != TABULAR_FACTORY
+        """Fine-tune: the recipe's choice, by default for deep recipes."""
+        return self.fine_tune if self.fine_tune is not None else self.is_deep
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
