@@ -10,39 +10,18 @@ import pandas as pd
 import pytest
 import torch
 
+from tests.workers.training.texts import TEXT_FEATURES, TEXT_RECIPE, reviews
 from workers.training import engine
 from workers.training.artifacts import Predictor, bundle_from_bytes, bundle_to_bytes
 from workers.training.checkpoint import MemoryStore
 from workers.training.recipes import (
     EMBEDDING_CLASSIFICATION,
-    TEXT_CLASSIFICATION,
     RecipeError,
     RecipeNotAllowed,
     recipe_from_dict,
 )
 
-WORDS = ["the", "a", "service", "was", "very", "quite", "food", "staff", "room", "and", "it"]
-TINY = {"d_model": 8, "heads": 2, "layers": 1, "ff": 16, "max_tokens": 24, "vocab_size": 40, "dropout": 0.1}
-
-
-def reviews(n: int, *, seed: int, flip: bool = False) -> tuple[pd.DataFrame, list[str]]:
-    """Texts of 2 to 20 words; "yes" when "good" is in the text (``flip``: when "bad" is)."""
-    rng = np.random.default_rng(seed)
-    texts, labels = [], []
-    for _ in range(n):
-        words = list(rng.choice(WORDS, int(rng.integers(2, 20))))
-        word = str(rng.choice(["good", "bad"]))
-        words.insert(int(rng.integers(0, len(words))), word)
-        texts.append(" ".join(words))
-        labels.append("yes" if (word == "bad") == flip else "no")
-    return pd.DataFrame({"review": texts, "stars": rng.normal(size=n)}), labels
-
-
-TEXT_SCHEMA = engine.make_schema("classification", {"review": "text", "stars": "numerical"}, ["no", "yes"])
-TEXT_RECIPE = replace(
-    TEXT_CLASSIFICATION, hyperparameters=TINY, epochs=3, max_batch_size=16, warmup_steps=3,
-    early_stopping_patience=0,
-)  # fmt: skip
+TEXT_SCHEMA = engine.make_schema("classification", TEXT_FEATURES, ["no", "yes"])
 
 
 def _weights(result: engine.TrainingResult) -> dict[str, Any]:
@@ -82,7 +61,7 @@ def test_fine_tuning_starts_from_the_champion_and_leaves_frozen_layers_untouched
     champion = engine.train(TEXT_RECIPE, engine.prepare(TEXT_RECIPE, TEXT_SCHEMA, frame, labels),
                             engine.TrainingPlan(batch_size=16)).bundle  # fmt: skip
     recipe = replace(TEXT_RECIPE, freeze=["tokens", "encoder.layers.0"])
-    drifted, flipped = reviews(200, seed=2, flip=True)
+    drifted, flipped = reviews(200, seed=2, concept=1)
     prepared = engine.prepare(recipe, TEXT_SCHEMA, drifted, flipped, start_from=champion)
     assert prepared.adapter is champion.adapter  # the champion's tokenizer, not a refitted one
     after = engine.train(recipe, prepared, engine.TrainingPlan(batch_size=16)).bundle.state_dict
