@@ -234,5 +234,6 @@ def test_a_killed_training_worker_is_reaped_and_the_job_completes(
             second.kill()
             second.wait(timeout=30)
     assert done.attempts == 2 and "re-queued" in done.log, done.log
+    assert "resumed from the checkpoint at step" in done.log, done.log  # not started over
     assert done.decision == Decision.PROMOTED
     assert MonitoringPolicy.objects.filter(model=model).exists()
