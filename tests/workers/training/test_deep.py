@@ -163,3 +163,23 @@ def test_a_training_batch_is_padded_only_to_its_own_longest_text() -> None:
 def test_a_custom_adapter_outside_the_allowed_modules_is_refused_before_any_import() -> None:
     with pytest.raises(RecipeNotAllowed, match="recipe.adapter"):
         recipe_from_dict({"name": "text-classification", "adapter": "os:system"}, task="classification")
+
+
+def test_a_teams_own_model_and_adapter_train_and_load_back_from_an_allowed_module(
+    allow_recipe_modules,
+) -> None:
+    allow_recipe_modules("tests.workers.training.custom_models")
+    recipe = recipe_from_dict(
+        {"name": "acme-conv", "factory": "tests.workers.training.custom_models:conv_text_factory",
+         "adapter": "tests.workers.training.custom_models:ShortTokens", "hyperparameters": {"width": 8},
+         "epochs": 2, "max_batch_size": 16},
+        task="classification",
+    )  # fmt: skip
+    assert recipe.starts_from_champion  # a team's own model fine-tunes by default
+    frame, labels = reviews(80, seed=0)
+    prepared = engine.prepare(recipe, TEXT_SCHEMA, frame, labels)
+    assert prepared.data.inputs["tokens"].shape[1] <= 8
+    result = engine.train(recipe, prepared, engine.TrainingPlan(batch_size=16))
+    restored = bundle_from_bytes(bundle_to_bytes(result.bundle))
+    assert type(restored.adapter).__name__ == "ShortTokens"
+    assert np.allclose(Predictor(restored).predict(frame)[1], Predictor(result.bundle).predict(frame)[1])
