@@ -120,12 +120,12 @@ def _finish(job: RetrainJob, state: str, error: str = "") -> None:
         pk=job.pk, state__in=[JobState.PLANNED, JobState.RUNNING, JobState.EVALUATING]
     ).update(state=state, error=error[:5000], finished_at=timezone.now())
     job_log(job.pk, f"→ {state}" + (f": {error}" if error else ""))
-    JobCheckpoints(job.pk).delete()  # an ended job is never resumed
+    JobCheckpoints(job).delete()  # an ended job is never resumed
 
 
 def _run(job: RetrainJob) -> None:
     policy = retrain_policy_for(job.model)
-    checkpoints = JobCheckpoints(job.pk)
+    checkpoints = JobCheckpoints(job)
     # A re-queued attempt reads the first attempt's window: the same rows, so it can resume.
     data = training_data(job.model, policy, now=checkpoints.data_now(timezone.now()))
     champion = champion_predictor(job.champion)
@@ -177,7 +177,8 @@ def _prepare(
         except (WeightsDoNotFit, ArtifactError, KeyError, ValueError) as exc:
             job_log(job.pk, f"fine-tuning impossible ({exc}); training from fresh weights")
         else:
-            job_log(job.pk, f"fine-tuning from the champion v{job.champion.version}'s weights")
+            version = job.champion.version if job.champion is not None else "?"
+            job_log(job.pk, f"fine-tuning from the champion v{version}'s weights")
             return prepared
     return engine.prepare(recipe, schema, rows, labels)
 
@@ -223,7 +224,12 @@ def _stored_plan(job: RetrainJob, device: str, budget: int) -> engine.TrainingPl
 def _plan(job: RetrainJob, recipe: Recipe, prepared: engine.Prepared, budget: int) -> engine.TrainingPlan:
     margin = _margin()
     plan = engine.plan_training(
-        recipe, prepared, budget_bytes=budget, device=_device(), margin=margin, saves_checkpoints=recipe.is_deep
+        recipe,
+        prepared,
+        budget_bytes=budget,
+        device=_device(),
+        margin=margin,
+        saves_checkpoints=recipe.is_deep,
     )
     RetrainJob.objects.filter(pk=job.pk).update(
         plan=plan.to_dict(), estimated_peak_bytes=plan.estimated_bytes

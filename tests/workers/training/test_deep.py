@@ -2,6 +2,7 @@
 (frozen layers, warm-up + cosine, clipping), checkpoints a killed run resumes from, and the
 planner sizing the longest text."""
 
+import sys
 from dataclasses import replace
 from typing import Any
 
@@ -12,7 +13,13 @@ import torch
 
 from tests.workers.training.texts import TEXT_FEATURES, TEXT_RECIPE, reviews
 from workers.training import engine
-from workers.training.artifacts import Predictor, bundle_from_bytes, bundle_to_bytes
+from workers.training.artifacts import (
+    PendingAdapter,
+    Predictor,
+    bundle_from_bytes,
+    bundle_to_bytes,
+    read_bundle,
+)
 from workers.training.checkpoint import MemoryStore
 from workers.training.recipes import (
     EMBEDDING_CLASSIFICATION,
@@ -21,6 +28,7 @@ from workers.training.recipes import (
     recipe_from_dict,
 )
 
+CUSTOM = "tests.workers.training.custom_models"
 TEXT_SCHEMA = engine.make_schema("classification", TEXT_FEATURES, ["no", "yes"])
 
 
@@ -166,7 +174,7 @@ def test_a_custom_adapter_outside_the_allowed_modules_is_refused_before_any_impo
 
 
 def test_a_teams_own_model_and_adapter_train_and_load_back_from_an_allowed_module(
-    allow_recipe_modules,
+    allow_recipe_modules, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     allow_recipe_modules("tests.workers.training.custom_models")
     recipe = recipe_from_dict(
@@ -180,6 +188,11 @@ def test_a_teams_own_model_and_adapter_train_and_load_back_from_an_allowed_modul
     prepared = engine.prepare(recipe, TEXT_SCHEMA, frame, labels)
     assert prepared.data.inputs["tokens"].shape[1] <= 8
     result = engine.train(recipe, prepared, engine.TrainingPlan(batch_size=16))
-    restored = bundle_from_bytes(bundle_to_bytes(result.bundle))
+    raw = bundle_to_bytes(result.bundle)
+    monkeypatch.delitem(sys.modules, CUSTOM)
+    assert (
+        isinstance(read_bundle(raw).adapter, PendingAdapter) and CUSTOM not in sys.modules
+    )  # web: no import
+    restored = bundle_from_bytes(raw)
     assert type(restored.adapter).__name__ == "ShortTokens"
     assert np.allclose(Predictor(restored).predict(frame)[1], Predictor(result.bundle).predict(frame)[1])
