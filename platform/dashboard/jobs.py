@@ -35,6 +35,10 @@ class JobView:
     energy: str
     energy_missing: bool  # trained, but no counter was readable
     cancellable: bool
+    steps_per_second: float | None = None
+    eta_seconds: float | None = None  # while it runs, at this attempt's pace
+    reasoning: str = ""  # why this plan (the planner's words)
+    peaks: tuple[tuple[int, int | None, int | None], ...] = ()  # (epoch, estimated, measured)
 
 
 def job_view(job: RetrainJob, *, now: datetime | None = None) -> JobView:
@@ -60,6 +64,10 @@ def job_view(job: RetrainJob, *, now: datetime | None = None) -> JobView:
         energy=energy_text(job),
         energy_missing=job.energy_joules is None and job.wall_seconds is not None,
         cancellable=job.is_active and not job.cancel_requested,
+        steps_per_second=progress.get("steps_per_second"),
+        eta_seconds=progress.get("eta_seconds") if job.is_active else None,
+        reasoning=str((job.plan or {}).get("reasoning") or ""),
+        peaks=tuple(tuple(row) for row in progress.get("peaks") or () if len(row) == 3),
     )
 
 

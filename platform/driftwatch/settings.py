@@ -265,6 +265,9 @@ DRIFTWATCH_RETRAIN_BUDGET_BYTES = env_int("DRIFTWATCH_RETRAIN_BUDGET_BYTES", 0, 
 DRIFTWATCH_RETRAIN_MEMORY_CAP_BYTES = env_int("DRIFTWATCH_RETRAIN_MEMORY_CAP_BYTES", 0, low=0)
 DRIFTWATCH_RETRAIN_MARGIN = env_int("DRIFTWATCH_RETRAIN_MARGIN_PERCENT", 10, low=0, high=99) / 100
 DRIFTWATCH_RETRAIN_HEARTBEAT_SECONDS = env_int("DRIFTWATCH_RETRAIN_HEARTBEAT_SECONDS", 5, low=1)
+# A job's checkpoint is written at most this often (the first at once): epochs of milliseconds
+# would otherwise spend their time writing files. A kill loses at most this much, or one interval.
+DRIFTWATCH_RETRAIN_CHECKPOINT_SECONDS = env_int("DRIFTWATCH_RETRAIN_CHECKPOINT_SECONDS", 30, low=0)
 DRIFTWATCH_RETRAIN_STALE_SECONDS = env_int("DRIFTWATCH_RETRAIN_STALE_SECONDS", 120, low=1)
 # GPU fleet: a GPU worker's device heartbeat period, after how long a silent device gets no new job,
 # and after how many skips a waiting job holds a device (placement's starvation bound).

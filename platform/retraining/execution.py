@@ -25,6 +25,7 @@ from core.transient import TRANSIENT_ERRORS, is_transient
 from registry.models import ModelVersion
 from registry.reference import LABEL, PREDICTION, PROBA_PREFIX, frame_to_parquet
 from registry.services import version_create
+from retraining.checkpoints import JobCheckpoints
 from retraining.inputs import TrainingData, champion_predictor, job_recipe, training_data
 from retraining.joblog import job_log
 from retraining.models import WORKING_STATES, JobProgress, JobState, RetrainJob, RetrainPolicy
@@ -32,9 +33,10 @@ from retraining.placement import placed_plan, placement_cap, placement_guard, pl
 from retraining.promotion import job_decide
 from retraining.selectors import retrain_policy_for
 from workers.training import engine
-from workers.training.artifacts import Predictor, bundle_to_bytes
+from workers.training.artifacts import ArtifactError, Predictor, bundle_to_bytes
 from workers.training.gate import GateResult, gate
 from workers.training.measure import available_memory_bytes
+from workers.training.modules import WeightsDoNotFit
 from workers.training.recipes import Recipe
 
 logger = logging.getLogger(__name__)
@@ -118,11 +120,14 @@ def _finish(job: RetrainJob, state: str, error: str = "") -> None:
         pk=job.pk, state__in=[JobState.PLANNED, JobState.RUNNING, JobState.EVALUATING]
     ).update(state=state, error=error[:5000], finished_at=timezone.now())
     job_log(job.pk, f"→ {state}" + (f": {error}" if error else ""))
+    JobCheckpoints(job).delete()  # an ended job is never resumed
 
 
 def _run(job: RetrainJob) -> None:
     policy = retrain_policy_for(job.model)
-    data = training_data(job.model, policy, now=timezone.now())
+    checkpoints = JobCheckpoints(job)
+    # A re-queued attempt reads the first attempt's window: the same rows, so it can resume.
+    data = training_data(job.model, policy, now=checkpoints.data_now(timezone.now()))
     champion = champion_predictor(job.champion)
     recipe = job_recipe(job.model, job.champion, champion)
     schema = engine.make_schema(job.model.task, job.model.feature_types, list(job.model.classes))
@@ -133,11 +138,11 @@ def _run(job: RetrainJob) -> None:
         holdout_samples=len(data.split.holdout),
     )
     job_log(job.pk, f"data: {len(data.split.train)} training rows, {len(data.split.holdout)} holdout rows")
-    prepared = engine.prepare(recipe, schema, data.split.train, data.split.train_labels)
+    prepared = _prepare(job, recipe, schema, data, champion)
     plan = _job_plan(job, recipe, prepared)
     if not _move(job, JobState.PLANNED, JobState.RUNNING):
         raise engine.TrainingCancelled("the job left 'planned' (cancelled or reaped)")
-    result = _train(job, recipe, prepared, plan)
+    result = _train(job, recipe, prepared, plan, checkpoints)
     if _cancel_requested(job.pk):  # asked during the last epoch: no challenger is made
         raise engine.TrainingCancelled("cancelled after training, before evaluation")
     if not _move(job, JobState.RUNNING, JobState.EVALUATING):
@@ -157,6 +162,25 @@ def _run(job: RetrainJob) -> None:
             f"{verdict.reason}",
         )
         job_decide(job=RetrainJob.objects.get(pk=job.pk), policy=policy, verdict=verdict)
+    checkpoints.delete()
+
+
+def _prepare(
+    job: RetrainJob, recipe: Recipe, schema: dict[str, Any], data: TrainingData, champion: Predictor | None
+) -> engine.Prepared:
+    """The recipe's module, fine-tuned from the champion's weights when the recipe says so (the
+    default for deep recipes); weights that no longer fit (the features changed) start afresh."""
+    rows, labels = data.split.train, data.split.train_labels
+    if champion is not None and recipe.starts_from_champion:
+        try:
+            prepared = engine.prepare(recipe, schema, rows, labels, start_from=champion.bundle)
+        except (WeightsDoNotFit, ArtifactError, KeyError, ValueError) as exc:
+            job_log(job.pk, f"fine-tuning impossible ({exc}); training from fresh weights")
+        else:
+            version = job.champion.version if job.champion is not None else "?"
+            job_log(job.pk, f"fine-tuning from the champion v{version}'s weights")
+            return prepared
+    return engine.prepare(recipe, schema, rows, labels)
 
 
 def _device() -> str:
@@ -199,7 +223,14 @@ def _stored_plan(job: RetrainJob, device: str, budget: int) -> engine.TrainingPl
 
 def _plan(job: RetrainJob, recipe: Recipe, prepared: engine.Prepared, budget: int) -> engine.TrainingPlan:
     margin = _margin()
-    plan = engine.plan_training(recipe, prepared, budget_bytes=budget, device=_device(), margin=margin)
+    plan = engine.plan_training(
+        recipe,
+        prepared,
+        budget_bytes=budget,
+        device=_device(),
+        margin=margin,
+        saves_checkpoints=recipe.is_deep,
+    )
     RetrainJob.objects.filter(pk=job.pk).update(
         plan=plan.to_dict(), estimated_peak_bytes=plan.estimated_bytes
     )
@@ -212,18 +243,23 @@ def _plan(job: RetrainJob, recipe: Recipe, prepared: engine.Prepared, budget: in
 
 
 def _train(
-    job: RetrainJob, recipe: Recipe, prepared: engine.Prepared, plan: engine.TrainingPlan
+    job: RetrainJob,
+    recipe: Recipe,
+    prepared: engine.Prepared,
+    plan: engine.TrainingPlan,
+    checkpoints: JobCheckpoints,
 ) -> engine.TrainingResult:
-    """Train; an OOM is recorded with its plan, re-planned smaller and retried once."""
+    """Train, checkpointing as it goes (a checkpoint of an earlier attempt is resumed); an OOM is
+    recorded with its plan, re-planned smaller and retried once."""
     cap = placement_cap(job.pk) or settings.DRIFTWATCH_RETRAIN_MEMORY_CAP_BYTES
-    watch = _Watch(job.pk)
+    watch = _Watch(job.pk, plan)
     for attempt in range(2):
         try:
             watch.start(recipe.epochs)
             with placement_guard(job.pk, prepared, plan):
                 result = engine.train(
                     recipe, prepared, plan, should_cancel=watch.should_cancel, on_progress=watch.progress,
-                    memory_cap_bytes=int(cap) if cap else None,
+                    memory_cap_bytes=int(cap) if cap else None, checkpoints=checkpoints,
                 )  # fmt: skip
             break
         except engine.TrainingOutOfMemory as exc:
@@ -234,6 +270,7 @@ def _train(
             job_log(job.pk, f"OOM re-plan: retrying once within {budget} bytes")
             prepared = engine.restart(recipe, prepared)
             plan = _plan(job, recipe, prepared, budget)
+            watch.plan = plan
     RetrainJob.objects.filter(pk=job.pk).update(
         measured_peak_bytes=result.measured_peak_bytes,
         wall_seconds=result.wall_seconds,
@@ -241,6 +278,8 @@ def _train(
         gpu_seconds=result.gpu_seconds,
         energy_joules=result.energy_joules,
     )
+    if result.resumed_at_step is not None:
+        job_log(job.pk, f"resumed from the checkpoint at step {result.resumed_at_step}")
     job_log(
         job.pk,
         f"trained {result.epochs_run} epochs ({result.steps} steps, best epoch {result.best_epoch}) in "
@@ -260,8 +299,10 @@ class _Watch:
     """Heartbeat, cancellation and progress, written at most every HEARTBEAT seconds (progress:
     once per epoch, with the losses so far, for the dashboard's progress bar and loss curve)."""
 
-    def __init__(self, job_id: int) -> None:
+    def __init__(self, job_id: int, plan: engine.TrainingPlan) -> None:
         self.job_id = job_id
+        self.plan = plan
+        self.peaks: list[list[int | None]] = []
         self.every = float(settings.DRIFTWATCH_RETRAIN_HEARTBEAT_SECONDS)
         self.last = 0.0
         self.epochs = 0
@@ -269,7 +310,7 @@ class _Watch:
 
     def start(self, epochs: int) -> None:
         """Before an attempt (an OOM retry starts over): epoch 0 of ``epochs``."""
-        self.epochs, self.history = epochs, []
+        self.epochs, self.history, self.peaks = epochs, [], []
         progress: JobProgress = {"epoch": 0, "epochs": epochs, "step": 0, "history": []}
         RetrainJob.objects.filter(pk=self.job_id).update(heartbeat_at=timezone.now(), progress=progress)
 
@@ -291,8 +332,21 @@ class _Watch:
             "loss": loss,
             "val_loss": val_loss,
             "history": list(self.history),
+            "steps_per_epoch": p.steps_per_epoch,
+            "steps_per_second": _finite(p.steps_per_second),
+            "eta_seconds": _eta(p, p.epochs or self.epochs),
+            "peaks": [*self.peaks, [p.epoch, self.plan.estimated_bytes, p.measured_peak_bytes]],
         }
+        self.peaks = progress["peaks"]
         RetrainJob.objects.filter(pk=self.job_id).update(heartbeat_at=timezone.now(), progress=progress)
+
+
+def _eta(p: engine.Progress, epochs: int) -> float | None:
+    """Seconds left at this attempt's pace, if every remaining epoch runs (early stopping may end
+    the run sooner)."""
+    if not p.steps_per_second or not p.steps_per_epoch:
+        return None
+    return max(0, epochs * p.steps_per_epoch - p.step) / p.steps_per_second
 
 
 def _finite(value: float | None) -> float | None:

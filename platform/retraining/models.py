@@ -33,6 +33,10 @@ class JobProgress(TypedDict, total=False):
     loss: float | None  # mean training loss of the last epoch
     val_loss: float | None  # loss on the time-ordered validation slice (early stopping's metric)
     history: list[list[float | None]]  # [epoch, loss, val_loss] per epoch
+    steps_per_epoch: int
+    steps_per_second: float | None  # this attempt's pace
+    eta_seconds: float | None  # at that pace, if every remaining epoch runs
+    peaks: list[list[int | None]]  # [epoch, estimated bytes, measured peak so far] per epoch
 
 
 class Trigger(models.TextChoices):

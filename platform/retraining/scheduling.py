@@ -8,6 +8,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from core.beat import BeatTasks, beat_rows_ensure
+from retraining.checkpoints import JobCheckpoints
 from retraining.joblog import job_log
 from retraining.models import WORKING_STATES, JobState, RetrainJob
 from retraining.requests import job_enqueue
@@ -43,12 +44,14 @@ def jobs_reap_stale(*, now: datetime | None = None) -> int:
             if claim.update(
                 state=JobState.CANCELLED, finished_at=now, error="cancelled; its worker was lost"
             ):
+                JobCheckpoints(job).delete()
                 job_log(job.pk, f"no heartbeat since {job.heartbeat_at}; cancel was requested → cancelled")
             continue
         if job.attempts >= limit:
             if claim.update(
                 state=JobState.FAILED, finished_at=now, error=f"worker lost {job.attempts} times"
             ):
+                JobCheckpoints(job).delete()
                 job_log(
                     job.pk, f"no heartbeat since {job.heartbeat_at}; gave up after {job.attempts} attempts"
                 )

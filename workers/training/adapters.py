@@ -17,6 +17,9 @@ import pandas as pd
 from workers.training.tabular import Encoder
 
 DEFAULT_ADAPTER = "tabular"
+# The adapter registered per feature type: a model with a text feature is tokenized, one with an
+# embedding (and no text) stacks its vectors; the others are tabular. The first match wins.
+ADAPTER_BY_FEATURE_TYPE = {"text": "tokenizer", "embedding": "embedding"}
 
 
 class InputAdapter(Protocol):
@@ -73,11 +76,33 @@ ADAPTERS: dict[str, type[InputAdapter]] = {TabularAdapter.kind: TabularAdapter}
 
 
 def adapter_class(kind: str) -> type[InputAdapter]:
-    """The registered adapter of ``kind``; an unknown kind is an error, never a fallback."""
+    """The registered adapter of ``kind``, or an operator's ``module:Class`` from an allowed
+    module (``recipes.check_code_path``); an unknown kind is an error, never a fallback."""
+    _load_builtins()
+    if ":" in kind:
+        from workers.training.recipes import load_code
+
+        adapter = load_code(kind, field_name="recipe.adapter")
+        if not isinstance(adapter, type) or not callable(getattr(adapter, "fit", None)):
+            raise ValueError(f"recipe.adapter: {kind!r} is not an input adapter class")
+        return adapter  # type: ignore[return-value]
     try:
         return ADAPTERS[kind]
     except KeyError:
         raise ValueError(f"unknown input adapter {kind!r}: one of {sorted(ADAPTERS)}") from None
+
+
+def adapter_for(features: dict[str, str]) -> str:
+    """The adapter registered for a model's feature types (``ADAPTER_BY_FEATURE_TYPE``)."""
+    kinds = set(features.values())
+    return next((a for t, a in ADAPTER_BY_FEATURE_TYPE.items() if t in kinds), DEFAULT_ADAPTER)
+
+
+def _load_builtins() -> None:
+    # The deep adapters live beside their models and register themselves on import; a fixed list
+    # of our own modules, imported on the first lookup (they import this module).
+    import workers.training.embeddings
+    import workers.training.tokenizer  # noqa: F401
 
 
 def register_adapter(adapter: type[InputAdapter]) -> type[InputAdapter]:

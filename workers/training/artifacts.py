@@ -24,7 +24,7 @@ import pandas as pd
 from workers.training.adapters import DEFAULT_ADAPTER, InputAdapter, adapter_class
 from workers.training.batches import forward
 from workers.training.modules import WeightsDoNotFit, module_factory
-from workers.training.recipes import Recipe, recipe_from_dict
+from workers.training.recipes import Recipe, check_code_path, recipe_from_dict
 from workers.training.tabular import Encoder, TargetCodec
 
 FORMAT = "driftwatch.v1"
@@ -63,7 +63,8 @@ class ModelBundle:
             # "encoder" holds the adapter's state whatever its kind (the key artifacts have had
             # since before adapters); "adapter" names the kind, tabular when absent.
             "preprocessing": {
-                "adapter": self.adapter.kind,
+                # an operator's adapter is found again by its allowed "module:Class"
+                "adapter": self.recipe.adapter if ":" in self.recipe.adapter else str(self.adapter.kind),
                 "encoder": self.adapter.to_dict(),
                 "target": self.target.to_dict(),
             },
@@ -92,6 +93,7 @@ def is_safetensors(raw: bytes) -> bool:
 def bundle_from_bytes(raw: bytes, *, recipe: dict[str, Any] | None = None) -> ModelBundle:
     """Load an artifact; ``recipe`` (the version's stored recipe) is used when the file has none."""
     bundle = read_bundle(raw, recipe=recipe)
+    restore_adapter(bundle)
     bundle.build()  # the weights must fit the recipe's model, or the artifact is refused now
     return bundle
 
@@ -108,9 +110,7 @@ def read_bundle(raw: bytes, *, recipe: dict[str, Any] | None = None) -> ModelBun
             raise ArtifactError(f"artifact has no {key!r}: not a driftwatch model file")
     schema, preprocessing = meta["schema"], meta["preprocessing"]
     try:
-        adapter = adapter_class(preprocessing.get("adapter", DEFAULT_ADAPTER)).from_dict(
-            preprocessing["encoder"]
-        )
+        adapter = _adapter(preprocessing.get("adapter", DEFAULT_ADAPTER), preprocessing["encoder"])
     except ValueError as exc:
         raise ArtifactError(str(exc)) from exc
     bundle = ModelBundle(
@@ -121,6 +121,34 @@ def read_bundle(raw: bytes, *, recipe: dict[str, Any] | None = None) -> ModelBun
         state_dict=state,
     )
     return bundle
+
+
+@dataclass
+class PendingAdapter:
+    """An operator's adapter (``module:Class``) as ``read_bundle`` leaves it: its path checked
+    against the allowed modules, nothing imported (the web process validates only the structure);
+    ``bundle_from_bytes`` restores it."""
+
+    kind: str
+    state: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.state
+
+
+def _adapter(kind: str, state: dict[str, Any]) -> Any:
+    if ":" in kind:
+        check_code_path(kind, field_name="recipe.adapter")  # refused here, before any import
+        return PendingAdapter(kind, state)
+    return adapter_class(kind).from_dict(state)
+
+
+def restore_adapter(bundle: ModelBundle) -> None:
+    if isinstance(bundle.adapter, PendingAdapter):
+        try:
+            bundle.adapter = adapter_class(bundle.adapter.kind).from_dict(bundle.adapter.state)
+        except ValueError as exc:
+            raise ArtifactError(str(exc)) from exc
 
 
 def _read_safetensors(raw: bytes) -> tuple[dict[str, Any], dict[str, Any]]:

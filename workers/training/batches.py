@@ -28,6 +28,10 @@ class TrainingData(Protocol):
         """``(inputs, targets)`` of the rows in ``index`` (a 1-d tensor), moved to ``device``."""
         ...
 
+    def planning_index(self, n: int) -> Any:
+        """The ``n`` rows the planner sizes a batch with: the largest inputs (the longest texts)."""
+        ...
+
 
 def select(inputs: Inputs, index: Any) -> Inputs:
     """The rows ``index`` (a slice or an index tensor) of a tensor or of each tensor of a dict."""
@@ -58,6 +62,11 @@ class TensorRows:
 
     def batch(self, index: Any, device: Any = "cpu") -> tuple[Inputs, Any]:
         return to_device(select(self.inputs, index), device), self.targets[index].to(device)
+
+    def planning_index(self, n: int) -> Any:
+        import torch  # lazy: imported by the engine only
+
+        return torch.arange(n) % len(self)  # every row has the same shape: any rows will do
 
 
 def forward(net: Any, inputs: Inputs) -> Any:

@@ -2,7 +2,8 @@
 
 ``build(schema, initial_state=None)`` returns the module for a schema (task, features, classes,
 what the input adapter adds, output width); given ``initial_state`` (the champion's state_dict,
-to fine-tune rather than start over) it loads it strictly: every key, every shape. The first
+to fine-tune rather than start over) it loads it strictly: every key, every shape; the recipe's
+``freeze`` prefixes are then left untrained. The first
 implementation calls the recipe's ``module:function`` factory (``recipes.load_factory``).
 """
 
@@ -46,11 +47,28 @@ class RecipeFactory:
             raise RecipeError("recipe.factory", f"{recipe.factory} did not return a torch.nn.Module")
         if initial_state is not None:
             load_weights(module, initial_state)
+        freeze(module, recipe.freeze)
         return module
 
 
 def module_factory(recipe: Recipe) -> ModuleFactory:
     return RecipeFactory(recipe)
+
+
+def freeze(module: Any, prefixes: list[str]) -> None:
+    """Leave the parameters named ``prefix`` or under ``prefix.`` untrained (no gradient, no
+    optimizer state: the planner sizes the frozen model). A prefix naming nothing is an error."""
+    names = [name for name, _ in module.named_parameters()]
+    for prefix in prefixes:
+        if not any(_under(name, prefix) for name in names):
+            raise RecipeError("recipe.freeze", f"no parameter is named {prefix!r} or under it")
+    for name, parameter in module.named_parameters():
+        if any(_under(name, prefix) for prefix in prefixes):
+            parameter.requires_grad_(False)
+
+
+def _under(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
 
 
 def load_weights(module: Any, state: Mapping[str, Any]) -> None:

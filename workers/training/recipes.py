@@ -15,16 +15,21 @@ of a factory goes through ``load_factory``, which applies it first.
 from __future__ import annotations
 
 import importlib
+import math
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 LOSSES = {"classification": ("cross_entropy",), "regression": ("mse", "l1", "huber")}
 OPTIMIZERS = ("adam", "adamw", "sgd")
+SCHEDULES = ("constant", "cosine")  # after ``warmup_steps`` of linear warm-up
+TABULAR_FACTORY = "workers.training.tabular:mlp_factory"
 
 
 # Modules whose factories ship with driftwatch; always allowed.
-BUILTIN_MODULES = frozenset({"workers.training.tabular"})
+BUILTIN_MODULES = frozenset(
+    {"workers.training.tabular", "workers.training.embeddings", "workers.training.transformer"}
+)
 MAX_CODE_PATH_CHARS = 300
 _operator_modules: frozenset[str] = frozenset()
 
@@ -99,6 +104,25 @@ class Recipe:
     early_stopping_patience: int = 5  # epochs without validation improvement; 0 turns it off
     validation_fraction: float = 0.15  # the most recent part of the training rows
     seed: int = 0
+    # The input adapter: a registered kind ("tabular", "embedding", "tokenizer") or an allowed
+    # "module:Class"; "" picks the one registered for the model's feature types.
+    adapter: str = ""
+    fine_tune: bool | None = None  # start from the champion's weights; None: yes for deep recipes
+    freeze: list[str] = field(default_factory=list)  # parameter-name prefixes left untrained
+    schedule: str = "constant"  # learning rate after warm-up: constant or cosine to 0
+    warmup_steps: int = 0
+    grad_clip: float = 0.0  # max gradient norm; 0 turns it off
+    checkpoint_every_steps: int = 0  # besides every epoch; 0: at epoch ends only
+
+    @property
+    def is_deep(self) -> bool:
+        """Every recipe but the built-in tabular MLP (kilobytes, trained afresh in seconds)."""
+        return self.factory != TABULAR_FACTORY
+
+    @property
+    def starts_from_champion(self) -> bool:
+        """Fine-tune: the recipe's choice, by default for deep recipes."""
+        return self.fine_tune if self.fine_tune is not None else self.is_deep
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -106,19 +130,62 @@ class Recipe:
 
 TABULAR_CLASSIFICATION = Recipe(
     name="tabular-classification",
-    factory="workers.training.tabular:mlp_factory",
+    factory=TABULAR_FACTORY,
     task="classification",
     hyperparameters={"hidden": 32, "layers": 2},
     loss="cross_entropy",
 )
 TABULAR_REGRESSION = Recipe(
     name="tabular-regression",
-    factory="workers.training.tabular:mlp_factory",
+    factory=TABULAR_FACTORY,
     task="regression",
     hyperparameters={"hidden": 32, "layers": 2},
     loss="mse",
 )
-BUILTIN = {r.name: r for r in (TABULAR_CLASSIFICATION, TABULAR_REGRESSION)}
+EMBEDDING_CLASSIFICATION = Recipe(
+    name="embedding-classification",
+    factory="workers.training.embeddings:embedding_mlp_factory",
+    task="classification",
+    hyperparameters={"hidden": 128, "layers": 2},
+    adapter="embedding",
+    learning_rate=1e-3,
+    schedule="cosine",
+    warmup_steps=10,
+    grad_clip=1.0,
+)
+EMBEDDING_REGRESSION = replace(
+    EMBEDDING_CLASSIFICATION, name="embedding-regression", task="regression", loss="mse"
+)
+TEXT_CLASSIFICATION = Recipe(
+    name="text-classification",
+    factory="workers.training.transformer:text_encoder_factory",
+    task="classification",
+    # d_model, heads, layers, feed-forward width, longest input in tokens, vocabulary size
+    hyperparameters={
+        "d_model": 64,
+        "heads": 4,
+        "layers": 2,
+        "ff": 128,
+        "max_tokens": 128,
+        "vocab_size": 8000,
+        "dropout": 0.1,
+    },  # fmt: skip
+    adapter="tokenizer",
+    optimizer="adamw",
+    learning_rate=5e-4,
+    max_batch_size=32,
+    epochs=10,
+    schedule="cosine",
+    warmup_steps=20,
+    grad_clip=1.0,
+)
+BUILTIN = {
+    r.name: r
+    for r in (
+        TABULAR_CLASSIFICATION, TABULAR_REGRESSION, EMBEDDING_CLASSIFICATION, EMBEDDING_REGRESSION,
+        TEXT_CLASSIFICATION,
+    )
+}  # fmt: skip
 
 
 def builtin_recipe(task: str) -> Recipe:
@@ -128,19 +195,24 @@ def builtin_recipe(task: str) -> Recipe:
 
 def load_factory(path: str) -> Callable[..., Any]:
     """Import an allowed ``module:function``; RecipeError says why it cannot be used."""
-    module_name, attr = check_code_path(path)
+    return load_code(path, field_name="recipe.factory")
+
+
+def load_code(path: str, *, field_name: str) -> Callable[..., Any]:
+    """Import an allowed ``module:name`` (a factory, an adapter class); RecipeError says why not."""
+    module_name, attr = check_code_path(path, field_name=field_name)
     try:
         module = importlib.import_module(module_name)
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # SystemExit too: an import-time failure makes the recipe unusable
-        raise RecipeError("recipe.factory", f"cannot import {module_name!r}: {exc!r}") from exc
+        raise RecipeError(field_name, f"cannot import {module_name!r}: {exc!r}") from exc
     # The module's own namespace, not getattr: no module __getattr__, and a name it merely
     # imported from elsewhere (`from os import system`) is not one of its factories.
-    factory = vars(module).get(attr)
-    if not callable(factory) or getattr(factory, "__module__", None) != module_name:
-        raise RecipeError("recipe.factory", f"{module_name!r} defines no callable {attr!r}")
-    return factory
+    code = vars(module).get(attr)
+    if not callable(code) or getattr(code, "__module__", None) != module_name:
+        raise RecipeError(field_name, f"{module_name!r} defines no callable {attr!r}")
+    return code
 
 
 def recipe_from_dict(data: Any, *, task: str) -> Recipe:
@@ -173,6 +245,17 @@ def _check_fields(data: dict[str, Any]) -> None:
         ("early_stopping_patience", _natural(data["early_stopping_patience"]), "an integer >= 0"),
         ("validation_fraction", _fraction(data["validation_fraction"]), "a number in [0, 0.5]"),
         ("seed", _natural(data["seed"]), "an integer >= 0"),
+        ("adapter", _adapter_ok(data["adapter"]), "a registered adapter kind or 'module:Class'"),
+        (
+            "fine_tune",
+            data["fine_tune"] is None or isinstance(data["fine_tune"], bool),
+            "true, false or null",
+        ),
+        ("freeze", _names(data["freeze"]), "a list of parameter-name prefixes"),
+        ("schedule", data["schedule"] in SCHEDULES, f"one of {SCHEDULES}"),
+        ("warmup_steps", _natural(data["warmup_steps"]), "an integer >= 0"),
+        ("grad_clip", _non_negative(data["grad_clip"]), "a number >= 0"),
+        ("checkpoint_every_steps", _natural(data["checkpoint_every_steps"]), "an integer >= 0"),
     ]
     for name, ok, expected in checks:
         if not ok:
@@ -182,6 +265,25 @@ def _check_fields(data: dict[str, Any]) -> None:
 def _allowed(value: Any) -> bool:
     check_code_path(value)  # raises with the reason when the module is not allowed
     return True
+
+
+def _adapter_ok(value: Any) -> bool:
+    if not isinstance(value, str):
+        return False
+    if ":" in value:  # an operator's adapter class: the same allow-list as factories
+        check_code_path(value, field_name="recipe.adapter")
+        return True
+    return len(value) <= MAX_CODE_PATH_CHARS and (value == "" or value.replace("-", "_").isidentifier())
+
+
+def _names(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) and v for v in value) and len(value) <= 100
+
+
+def _non_negative(value: Any) -> bool:
+    return (
+        isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+    )
 
 
 def _positive(value: Any, kind: type) -> bool:

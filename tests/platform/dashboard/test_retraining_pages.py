@@ -85,6 +85,18 @@ def test_the_job_page_shows_plan_peaks_loss_curve_and_log() -> None:
     assert page.count("<li><time>") == len(entries) and "queued → planned" in page
 
 
+def test_the_job_page_shows_pace_eta_plan_reasoning_and_each_epochs_estimated_and_measured_peak() -> None:
+    job = _running(epoch=2, epochs=10)
+    progress = {**job.progress, "steps_per_second": 4.0, "eta_seconds": 120.0,
+                "peaks": [[1, 2048, 1024], [2, 2048, 1536]]}  # fmt: skip
+    plan = {"batch_size": 8, "reasoning": "batch 8: the largest whose traced training step fits"}
+    RetrainJob.objects.filter(pk=job.pk).update(progress=progress, plan=plan)
+    page = _client(staff=False).get(f"/retraining/{job.pk}/").content.decode()
+    assert "4.000 steps/s" in page
+    assert "ETA" in page and "the largest whose traced training step fits" in page
+    assert page.count('class="epoch-peak"') == 2 and bytes_filter(1536) in page
+
+
 def test_log_entries_keep_a_traceback_with_its_step() -> None:
     job = job_request(model=make_model(), trigger="admin")
     stamps = [f"{at(hours=19, seconds=s):%Y-%m-%d %H:%M:%S}" for s in range(3)]  # as joblog writes them

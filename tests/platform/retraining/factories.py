@@ -1,6 +1,7 @@
 """A retrainable tabular model whose concept drifts: the frozen champion drops to about chance,
 a challenger trained on the new concept recovers."""
 
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -42,20 +43,32 @@ def rows_of(frame: pd.DataFrame) -> list[dict[str, Any]]:
     ]
 
 
-def retrainable_model(name: str = "concept", *, recipe: Recipe = RECIPE, **policy: Any) -> RegisteredModel:
+FrameOf = Callable[..., tuple[pd.DataFrame, list[str]]]  # (n, *, concept, seed) -> rows, labels
+
+
+def retrainable_model(
+    name: str = "concept",
+    *,
+    recipe: Recipe = RECIPE,
+    champion_recipe: Recipe = RECIPE,
+    features: dict[str, str] = FEATURES,
+    frame_of: FrameOf = concept_frame,
+    **policy: Any,
+) -> RegisteredModel:
     """Registered, with an engine-trained champion (safetensors + ``recipe``) and its reference."""
     model = model_register(
         data={
             "name": name,
             "task": "classification",
             "classes": CLASSES,
-            "features": [{"name": n, "type": t} for n, t in FEATURES.items()],
+            "features": [{"name": n, "type": t} for n, t in features.items()],
         }
     )
-    frame, labels = concept_frame(1500, concept=0, seed=1)
-    schema = engine.make_schema("classification", FEATURES, CLASSES)
-    prepared = engine.prepare(RECIPE, schema, frame.iloc[:1000], labels[:1000])
-    result = engine.train(RECIPE, prepared, engine.TrainingPlan(batch_size=128))
+    frame, labels = frame_of(1500, concept=0, seed=1)
+    schema = engine.make_schema("classification", features, CLASSES)
+    prepared = engine.prepare(champion_recipe, schema, frame.iloc[:1000], labels[:1000])
+    plan = engine.TrainingPlan(batch_size=min(128, champion_recipe.max_batch_size))
+    result = engine.train(champion_recipe, prepared, plan)
     result.bundle.recipe = recipe  # what a retrain of this champion will use
     version_create(
         model=model,
@@ -102,9 +115,10 @@ def serve(
     prefix: str,
     step: timedelta = timedelta(seconds=1),
     predictor: Predictor | None = None,
+    frame_of: FrameOf = concept_frame,
 ) -> float:
     """The champion (or ``predictor``) predicts n samples, then their labels arrive. Returns accuracy."""
-    frame, labels = concept_frame(n, concept=concept, seed=seed)
+    frame, labels = frame_of(n, concept=concept, seed=seed)
     predictor = predictor or champion_predictor(model)
     predictions, proba = predictor.predict(frame)
     samples = [

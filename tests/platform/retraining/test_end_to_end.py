@@ -29,6 +29,7 @@ from retraining.models import Decision, JobState, RetrainJob, RetrainPolicy
 from retraining.requests import job_request
 from retraining.scheduling import jobs_reap_stale
 from tests.platform.retraining.factories import RECIPE, drifted_model, retrainable_model, serve
+from tests.workers.training.texts import TEXT_FEATURES, TEXT_RECIPE, reviews
 from workers.training.artifacts import Predictor
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -143,6 +144,42 @@ def test_drift_alert_retrains_promotes_and_accuracy_recovers(
     assert after.version_id == job.result_version_id
 
 
+@pytest.mark.slow
+def test_a_drifted_text_model_is_fine_tuned_from_its_champion_gated_and_promoted(
+    worker: object, beat: Callable[[], None], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The issue 23 "done when": a tiny transformer on texts, retrained by a real worker from a
+    drift alert, starting from the champion's weights, through the gate to champion."""
+    t0 = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(hours=1)
+    clock = Clock(t0 + timedelta(seconds=10))
+    monkeypatch.setattr(monitoring_scheduling, "timezone", clock)
+    recipe = replace(TEXT_RECIPE, epochs=8, learning_rate=5e-3)
+    texts: dict[str, Any] = {"features": TEXT_FEATURES, "frame_of": reviews}
+    model = retrainable_model("reviews", recipe=recipe, champion_recipe=recipe, check_every_minutes=1,
+                              auto_retrain=True, **texts)  # fmt: skip
+    RetrainPolicy.objects.filter(model=model).update(max_training_samples=600, cooldown_minutes=0)
+    serve(model, 600, concept=0, seed=20, start=t0 - timedelta(minutes=30), prefix="pre", frame_of=reviews)
+    beat()
+    before = wait_for(lambda: QualityCheck.objects.filter(model=model, state="done").first())
+    assert before.decisions["accuracy_drop"] is False
+
+    serve(model, 600, concept=1, seed=21, start=t0 + timedelta(seconds=20), prefix="drift",
+          step=timedelta(milliseconds=50), frame_of=reviews)  # fmt: skip
+    clock.value = t0 + timedelta(minutes=1, seconds=10)
+    alert = wait_for(lambda: Alert.objects.filter(model=model, kind="accuracy_drop").first())
+    job = wait_for(lambda: RetrainJob.objects.filter(model=model, decision=Decision.PROMOTED).first())
+
+    assert job.alert_id == alert.pk and job.trigger == "alert" and job.state == JobState.SUCCEEDED
+    assert "fine-tuning from the champion" in job.log, job.log
+    assert job.gate["passed"] and job.plan["batch_size"] > 0 and job.plan["longest_input"] > 0
+    assert "longest input in the data" in job.plan["reasoning"]
+    promoted = download_champion(model.name)
+    assert promoted.bundle.adapter.kind == "tokenizer"
+    test, truth = reviews(300, seed=30, concept=1)
+    predictions, _ = promoted.predict(test)
+    assert sum(p == y for p, y in zip(predictions, truth, strict=True)) / len(truth) > 0.8
+
+
 def _worker_process(log: Path) -> subprocess.Popen[bytes]:
     """A separate training worker process on the test database, killable with SIGKILL."""
     settings = connection.settings_dict
@@ -197,5 +234,6 @@ def test_a_killed_training_worker_is_reaped_and_the_job_completes(
             second.kill()
             second.wait(timeout=30)
     assert done.attempts == 2 and "re-queued" in done.log, done.log
+    assert "resumed from the checkpoint at step" in done.log, done.log  # not started over
     assert done.decision == Decision.PROMOTED
     assert MonitoringPolicy.objects.filter(model=model).exists()

@@ -101,6 +101,18 @@ def test_a_recipe_factory_outside_the_allowed_modules_is_a_400_naming_the_field(
     assert ModelVersion.objects.filter(model__name="concept").count() == 1
 
 
+@pytest.mark.parametrize("adapter", ["os:system", "tests.workers.training.test_protocols:SplitAdapter"])
+def test_a_custom_input_adapter_outside_the_allowed_modules_is_a_400_naming_the_field(
+    client_for, adapter: str
+) -> None:
+    retrainable_model()
+    response = _post(client_for("ingest"), _champion_bytes(), {**RECIPE.to_dict(), "adapter": adapter})
+    assert response.status_code == 400 and response["Content-Type"] == "application/json"
+    error = response.json()["errors"][0]
+    assert error["field"] == "config.recipe.adapter" and "DRIFTWATCH_RECIPE_MODULES" in error["message"]
+    assert ModelVersion.objects.filter(model__name="concept").count() == 1
+
+
 @pytest.mark.parametrize("factory", ["os:system", "unittest.__main__:main", "logging.config:fileConfig"])
 def test_an_artifact_whose_header_names_a_refused_factory_is_a_400_without_a_config_recipe(
     client_for, factory: str
