@@ -260,10 +260,15 @@ DRIFTWATCH_METRICS_ALLOWED_NETWORKS = networks(
 # --- retraining ---------------------------------------------------------------------------
 # Retraining: the memory budget a job plans against (0: the worker's free GPU memory or available
 # RAM), a hard cap on the measured peak (0: none; a cgroup-like limit, also how tests force an OOM),
-# the planner's safety margin in percent, and the heartbeat / stale times the reaper uses.
+# the planner's safety margin in percent (unset: measured per kind of layer), and the heartbeat / stale times the reaper uses.
 DRIFTWATCH_RETRAIN_BUDGET_BYTES = env_int("DRIFTWATCH_RETRAIN_BUDGET_BYTES", 0, low=0)
 DRIFTWATCH_RETRAIN_MEMORY_CAP_BYTES = env_int("DRIFTWATCH_RETRAIN_MEMORY_CAP_BYTES", 0, low=0)
-DRIFTWATCH_RETRAIN_MARGIN = env_int("DRIFTWATCH_RETRAIN_MARGIN_PERCENT", 10, low=0, high=99) / 100
+# Unset: the estimator's measured error on the kinds of layer the model holds (workers.memory.margins).
+DRIFTWATCH_RETRAIN_MARGIN = (
+    env_int("DRIFTWATCH_RETRAIN_MARGIN_PERCENT", 10, low=0, high=99) / 100
+    if os.environ.get("DRIFTWATCH_RETRAIN_MARGIN_PERCENT", "").strip()
+    else None
+)
 DRIFTWATCH_RETRAIN_HEARTBEAT_SECONDS = env_int("DRIFTWATCH_RETRAIN_HEARTBEAT_SECONDS", 5, low=1)
 # A job's checkpoint is written at most this often (the first at once): epochs of milliseconds
 # would otherwise spend their time writing files. A kill loses at most this much, or one interval.

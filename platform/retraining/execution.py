@@ -195,8 +195,10 @@ def _budget(device: str) -> int:
     return int(configured) if configured else available_memory_bytes(device)
 
 
-def _margin() -> float:
-    return float(settings.DRIFTWATCH_RETRAIN_MARGIN)
+def _margin() -> float | None:
+    """The operator's margin, or None: the planner's, measured per kind of layer."""
+    margin = settings.DRIFTWATCH_RETRAIN_MARGIN
+    return None if margin is None else float(margin)
 
 
 def _job_plan(job: RetrainJob, recipe: Recipe, prepared: engine.Prepared) -> engine.TrainingPlan:
@@ -215,20 +217,20 @@ def _stored_plan(job: RetrainJob, device: str, budget: int) -> engine.TrainingPl
     if not fields.get("batch_size") or fields.get("device") != device:
         return None  # never planned, or planned for another kind of device
     plan = engine.TrainingPlan(**fields)
-    if (plan.estimated_bytes or 0) > budget * (1.0 - _margin()):
+    margin = _margin()
+    if (plan.estimated_bytes or 0) > budget * (1.0 - (plan.margin if margin is None else margin)):
         return None  # this worker has less memory than the one it was planned on
     job_log(job.pk, f"plan kept from an earlier attempt: batch {plan.batch_size} on {plan.device}")
     return plan
 
 
 def _plan(job: RetrainJob, recipe: Recipe, prepared: engine.Prepared, budget: int) -> engine.TrainingPlan:
-    margin = _margin()
     plan = engine.plan_training(
         recipe,
         prepared,
         budget_bytes=budget,
         device=_device(),
-        margin=margin,
+        margin=_margin(),
         saves_checkpoints=recipe.is_deep,
     )
     RetrainJob.objects.filter(pk=job.pk).update(

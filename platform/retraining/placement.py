@@ -43,8 +43,9 @@ from workers.training import engine
 logger = logging.getLogger(__name__)
 
 
-def _margin() -> float:
-    return float(settings.DRIFTWATCH_RETRAIN_MARGIN)
+def _margin() -> float | None:
+    margin = settings.DRIFTWATCH_RETRAIN_MARGIN
+    return None if margin is None else float(margin)
 
 
 def _max_skips() -> int:
@@ -179,13 +180,14 @@ def job_size(job: RetrainJob, *, budget_bytes: int) -> tuple[int, dict[str, Any]
     recipe = job_recipe(job.model, job.champion, champion_predictor(job.champion))
     schema = engine.make_schema(job.model.task, job.model.feature_types, list(job.model.classes))
     prepared = engine.prepare(recipe, schema, data.split.train, data.split.train_labels)
-    margin = _margin()
     try:
-        plan = engine.plan_training(recipe, prepared, budget_bytes=budget_bytes, device="cuda", margin=margin)
+        plan = engine.plan_training(
+            recipe, prepared, budget_bytes=budget_bytes, device="cuda", margin=_margin()
+        )
     except engine.PlanDoesNotFit as exc:
         job_log(job.pk, f"does not fit the largest live GPU ({budget_bytes} bytes): {exc}")
         return budget_bytes + 1, {}
-    need = math.ceil((plan.estimated_bytes or CUDA_CONTEXT_BYTES) / (1.0 - margin))
+    need = math.ceil((plan.estimated_bytes or CUDA_CONTEXT_BYTES) / (1.0 - plan.margin))
     # Stored on the job too: the worker trains this plan (``placed_plan``) and never traces again.
     RetrainJob.objects.filter(pk=job.pk).update(
         plan=plan.to_dict(), estimated_peak_bytes=plan.estimated_bytes

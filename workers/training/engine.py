@@ -190,7 +190,7 @@ def plan_training(
     *,
     budget_bytes: int,
     device: str = "cpu",
-    margin: float = 0.10,
+    margin: float | None = None,
     saves_checkpoints: bool = False,
 ) -> TrainingPlan:
     """Trace the recipe's own training step with ``plan_batch_size`` against ``budget_bytes``,
@@ -223,6 +223,7 @@ def plan_training(
         raise PlanDoesNotFit(f"batch 1 needs {plan.estimated_bytes} bytes; {plan.usable_bytes} usable")
     # Between two steps (activations and gradients freed) a save holds the model, its optimizer
     # state, the best epoch's weights and the serialised file at once.
+    margin = plan.margin  # the planner's: measured per kind of layer unless one was given
     usable = int(budget_bytes * (1.0 - margin))
     saving = sizes["resident"] + sizes["parameters"] + sizes["checkpoint"]
     host = host and saves_checkpoints

@@ -35,6 +35,20 @@ def test_job_stores_plan_and_estimated_beside_measured_peak() -> None:
     assert job.wall_seconds > 0 and job.cpu_seconds > 0 and job.progress["epoch"] >= 1
 
 
+def test_a_jobs_margin_is_the_estimators_measured_error_unless_the_operator_sets_one() -> None:
+    from workers.memory.margins import UNMEASURED_MARGIN
+
+    model = drifted_model()
+    measured = run(model).plan["margin"]
+    # The tabular MLP's kinds of layer are in the CPU table: well under the old constant.
+    assert 0.0 < measured < UNMEASURED_MARGIN
+    with override_settings(DRIFTWATCH_RETRAIN_MARGIN=0.25):
+        job = job_request(model=model, trigger="api")
+        job_run(job_id=job.pk)
+    job.refresh_from_db()
+    assert job.plan["margin"] == 0.25, job.log
+
+
 def test_a_job_on_a_cpu_worker_is_sized_once(monkeypatch: pytest.MonkeyPatch) -> None:
     traces = count_traces(monkeypatch)
     job = run(drifted_model())
