@@ -126,7 +126,9 @@ def _classes(values: np.ndarray, classes: list[Any]) -> np.ndarray:
     """Text class labels (None: missing) → the model's class values, vectorised."""
     codes = pd.Index([str(c) for c in classes]).get_indexer(values)
     lookup = np.array([*classes, None], dtype=object)
-    return lookup[codes]  # -1 (missing or unknown) takes the trailing None
+    # -1 (missing or unknown) takes the trailing None; typed as the relational source's map
+    # infers it (int64 when every value is an int class, else object).
+    return pd.Series(lookup[codes], dtype=object).infer_objects().to_numpy()
 
 
 def _embedding_rows(column: pa.ChunkedArray) -> np.ndarray:
@@ -166,7 +168,12 @@ class ColumnarSampleSource:
         ]
         table = pa.concat_tables(tables) if tables else None
         arrays = self._arrays(model, kinds, table, window_labels(model, start, window.end))
-        return SampleColumns(_newest(arrays, window) if window.last_n is not None else arrays)
+        if window.last_n is not None:
+            arrays = _newest(arrays, window)
+        if model.is_classification:  # typed after the trim: its dtype depends on the rows kept
+            for name in (PREDICTION, LABEL):
+                arrays[name] = _classes(arrays[name], model.classes)
+        return SampleColumns(arrays)
 
     def _arrays(
         self, model: RegisteredModel, kinds: Kinds, table: pa.Table | None, labels: pd.DataFrame
@@ -183,10 +190,7 @@ class ColumnarSampleSource:
         label = np.full(len(table), None, dtype=object)
         label[found] = labels[LABEL].to_numpy(dtype=object)[at[found]]
         if model.is_classification:
-            arrays[PREDICTION], arrays[LABEL] = (
-                _classes(prediction, model.classes),
-                _classes(label, model.classes),
-            )
+            arrays[PREDICTION], arrays[LABEL] = prediction, label  # as text: typed by load
         else:
             arrays[PREDICTION] = prediction.astype("float64")
             arrays[LABEL] = pd.to_numeric(pd.Series(label), errors="coerce").to_numpy("float64")
