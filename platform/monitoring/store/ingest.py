@@ -55,28 +55,43 @@ def samples_store(*, model: RegisteredModel, schema: Schema, chunks: Iterable[Re
         index.add(records)
         batches.append(samples_batch(schema, arrow, [s for _, s in records], [v for v, _ in records]))
     table = pa.Table.from_batches(batches, arrow)
-    hours = table.column("timestamp").to_numpy().astype("datetime64[h]")
-    written = [_write_hour(model, table, hours, hour) for hour in np.unique(hours)]
-    part_of = np.empty(len(table), dtype="int64")  # each row's part (index in written), its row there
-    row_in = np.empty(len(table), dtype="int64")
-    for k, (_, _, rows, _) in enumerate(written):
-        part_of[rows] = k
-        row_in[rows] = np.arange(len(rows))
+    written, part_of, row_in = hour_parts_write(model, table)
     with transaction.atomic():
-        parts = [
-            SamplePart.objects.create(
-                model=model, bucket=bucket, name=name, rows=len(rows), indexed=0, size=size, created_at=now
-            )
-            for name, bucket, rows, size in written
-        ]
+        parts = parts_create(model, written, now)
         part_ids = [parts[k].pk for k in part_of]
         insert = _insert_index_postgres if connection.vendor == "postgresql" else _insert_index_generic
         counts: Counter[int] = Counter()
         for start in range(0, len(table), 1000):
             counts.update(insert(model, index, part_ids, row_in.tolist(), slice(start, start + 1000), now))
         for part in parts:
-            _settle(part, counts[part.pk])
+            part_settle(part, counts[part.pk])
     return sum(counts.values())
+
+
+Written = list[tuple[str, datetime, np.ndarray, int]]  # (file name, hour, its rows in the table, bytes)
+
+
+def hour_parts_write(model: RegisteredModel, table: pa.Table) -> tuple[Written, np.ndarray, np.ndarray]:
+    """One part file per hour of the table's timestamps → the files, and for each row of the
+    table which of them holds it (an index in the files) at which row."""
+    hours = table.column("timestamp").to_numpy().astype("datetime64[h]")
+    written = [_write_hour(model, table, hours, hour) for hour in np.unique(hours)]
+    part_of = np.empty(len(table), dtype="int64")
+    row_in = np.empty(len(table), dtype="int64")
+    for k, (_, _, rows, _) in enumerate(written):
+        part_of[rows] = k
+        row_in[rows] = np.arange(len(rows))
+    return written, part_of, row_in
+
+
+def parts_create(model: RegisteredModel, written: Written, now: datetime) -> list[SamplePart]:
+    """The files' SamplePart rows (nothing indexed yet): call inside the index's transaction."""
+    return [
+        SamplePart.objects.create(
+            model=model, bucket=bucket, name=name, rows=len(rows), indexed=0, size=size, created_at=now
+        )
+        for name, bucket, rows, size in written
+    ]
 
 
 def _write_hour(
@@ -88,7 +103,7 @@ def _write_hour(
     return name, bucket, rows, size
 
 
-def _settle(part: SamplePart, indexed: int) -> None:
+def part_settle(part: SamplePart, indexed: int) -> None:
     """Record how many of the part's rows are indexed; a part of nothing but duplicates (a
     retry) is dropped, its file deleted once the drop commits."""
     if indexed:
