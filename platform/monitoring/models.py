@@ -32,7 +32,7 @@ class SamplePart(models.Model):
         return self.name
 
     @property
-    def clean(self) -> bool:
+    def is_clean(self) -> bool:
         """Every row of the file is indexed: read whole, no mask."""
         return self.indexed == self.rows
 

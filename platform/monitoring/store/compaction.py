@@ -36,7 +36,7 @@ def parts_compact_due(*, now: datetime | None = None) -> int:
         hours[(part.model_id, part.bucket)].append(part)
     done = 0
     for (model_id, bucket), parts in sorted(hours.items()):
-        if len(parts) > 1 or not parts[0].clean:
+        if len(parts) > 1 or not parts[0].is_clean:
             done += part_compact(model_id=model_id, bucket=bucket, now=now)
     return done
 

@@ -161,7 +161,7 @@ def _insert_index_generic(
         if sample_id not in existing:
             new.append(_index_row(model, version, sample_id, ts, prediction, part, row, now))
     PredictionSample.objects.bulk_create(new, batch_size=500)
-    return Counter(row.part_id for row in new)
+    return Counter(part for row in new if (part := row.part_id) is not None)
 
 
 def _index_row(

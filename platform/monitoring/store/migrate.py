@@ -10,6 +10,7 @@ import hashlib
 from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import pyarrow as pa
 from django.db import connection, transaction
@@ -90,7 +91,7 @@ RETURNING s.part_id
 """
 
 
-def _repoint(rows: list[dict[str, object]], parts: list[int], part_rows: list[int]) -> Counter[int]:
+def _repoint(rows: list[Any], parts: list[int], part_rows: list[int]) -> Counter[int]:
     """Point each row (still without a part) at its part's row and empty its JSON payload."""
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:

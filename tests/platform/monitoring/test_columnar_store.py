@@ -108,7 +108,7 @@ def test_an_overlapping_batch_is_read_once_per_sample(columnar: Path) -> None:
     second = predictions_ingest(model=model, body={"samples": body[50:]})
     assert (first.accepted, second.accepted, second.duplicates) == (100, 50, 50)
     dirty = SamplePart.objects.get(model=model, indexed=50)
-    assert dirty.rows == 100 and not dirty.clean
+    assert dirty.rows == 100 and not dirty.is_clean
     ids = _load(model, T0, T0 + HOUR)["sample_id"]
     assert len(ids) == 150 and len(set(ids)) == 150
 
