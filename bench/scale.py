@@ -119,7 +119,7 @@ def _duckdb_floor(model: Any, columns: list[str], media: Path) -> str:
         "print(json.dumps({'s': time.perf_counter() - t, 'rows': tab.num_rows}))\n"
     )
     run = subprocess.run([peers, "-c", script, sql], capture_output=True, text=True, check=True)
-    out = json.loads(run.stdout)
+    out = json.loads(run.stdout.strip().splitlines()[-1])
     return (
         f"duckdb (Parquet copy of the parts, same columns → Arrow): {out['s']:.3f} s for {out['rows']:,} rows"
     )
@@ -146,13 +146,10 @@ def _ingest(model: Any, n: int, t0: datetime, step_s: float, label_share: float)
     return spent, time.perf_counter() - t
 
 
-def tabular(n: int, media: Path) -> None:
+def _tabular_ingest(n: int) -> tuple[Any, datetime, datetime]:
     from django.utils import timezone
 
-    from monitoring.checks import quality_check_run
-    from monitoring.models import MonitoringPolicy, PredictionSample, SamplePart
-    from monitoring.samples import WindowBounds, sample_source
-    from monitoring.window import range_window
+    from monitoring.models import MonitoringPolicy
     from registry.services import model_register, reference_upload
 
     model = model_register(
@@ -185,6 +182,24 @@ def tabular(n: int, media: Path) -> None:
         f"ingest: {n:,} samples × {N_FEATURES} numerical in {ingest_s:.1f} s = {n / ingest_s:,.0f} samples/s "
         f"(one in-process client, {BATCH:,}-sample batches); labels for half in {label_s:.1f} s"
     )
+    return model, start, end
+
+
+def tabular(n: int, media: Path) -> None:
+    from monitoring.checks import quality_check_run
+    from monitoring.models import PredictionSample, QualityCheck, SamplePart
+    from monitoring.samples import WindowBounds, sample_source
+    from monitoring.window import range_window
+    from registry.models import RegisteredModel
+
+    model = RegisteredModel.objects.filter(name=f"scale-{n}").first()
+    if model is not None:  # --reuse: the earlier run's window
+        start = PredictionSample.objects.filter(model=model).order_by("timestamp").first().timestamp  # type: ignore[union-attr]
+        end = start + 24 * HOUR
+        QualityCheck.objects.filter(model=model).delete()  # else the same window's check is returned
+        print("ingest: skipped (--reuse)")
+    else:
+        model, start, end = _tabular_ingest(n)
     parts = sum(SamplePart.objects.filter(model=model).values_list("size", flat=True))
     index = _table_bytes("monitoring_predictionsample") / PredictionSample.objects.count()
     print(
@@ -283,12 +298,17 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=1_000_000)
     parser.add_argument("--embedding-samples", type=int, default=100_000)
     parser.add_argument("--dim", type=int, default=768)
+    parser.add_argument("--reuse", help="an earlier run's media folder (its database kept): skip ingestion")
     args = parser.parse_args()
     media = Path(tempfile.mkdtemp(prefix="dw-scale."))
     os.environ["DRIFTWATCH_MEDIA_ROOT"] = str(media)
     os.environ["DRIFTWATCH_SAMPLE_SOURCE"] = "columnar"
     url = bench_database_url(suffix="_scale")
-    _drop_database(url)  # a fresh one: table sizes per sample count no rows of an earlier run
+    if args.reuse:
+        media = Path(args.reuse)  # the database and parts of an earlier run: its windows, no ingest
+        os.environ["DRIFTWATCH_MEDIA_ROOT"] = str(media)
+    else:
+        _drop_database(url)  # a fresh one: table sizes per sample count no rows of an earlier run
     django_on(url)
     from registry.models import RegisteredModel
 

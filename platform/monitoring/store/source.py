@@ -12,7 +12,7 @@ here: the migration command (to come) moves them.
 """
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -106,7 +106,11 @@ def window_labels(model: RegisteredModel, start: datetime | None, end: datetime)
     )
     names = ["sample_id", LABEL, "label_received_at"]
     dtypes = {LABEL: "str" if model.is_classification else "float64"}
-    return _fetch_frame(sql, params, names, dtypes)
+    frame = _fetch_frame(sql, params, names, dtypes)
+    if model.is_classification and connection.vendor != "postgresql":
+        # SQLite's json_extract hands back numbers as numbers: classes are matched as text.
+        frame[LABEL] = [None if v is None else str(v) for v in frame[LABEL]]
+    return frame
 
 
 def _read(
@@ -116,15 +120,22 @@ def _read(
     if rows is not None:
         table = table.take(pa.array(rows))
     ts = table.column("timestamp")
-    keep = pc.less(ts, pa.scalar(end, ts.type))
-    if start is not None:
-        keep = pc.and_(keep, pc.greater_equal(ts, pa.scalar(start, ts.type)))
-    return table.filter(keep)
+    lo, hi = pa.scalar(start or datetime.min.replace(tzinfo=UTC), ts.type), pa.scalar(end, ts.type)
+    bounds = pc.min_max(ts)
+    if len(table) == 0 or (pc.greater_equal(bounds["min"], lo).as_py() and pc.less(bounds["max"], hi).as_py()):
+        return table  # wholly inside the window: no copy (filtering 1M rows cost ~2 s)
+    return table.filter(pc.and_(pc.greater_equal(ts, lo), pc.less(ts, hi)))
+
+
+def _positions(values: Any, among: Any) -> np.ndarray:
+    """Where each value is in ``among`` (-1: nowhere), by Arrow's hash kernel (3x pandas' on text)."""
+    found = pc.index_in(pa.array(values, pa.string()), value_set=pa.array(among, pa.string()))
+    return found.fill_null(-1).to_numpy()
 
 
 def _classes(values: np.ndarray, classes: list[Any]) -> np.ndarray:
     """Text class labels (None: missing) → the model's class values, vectorised."""
-    codes = pd.Index([str(c) for c in classes]).get_indexer(values)
+    codes = _positions(values, [str(c) for c in classes])
     lookup = np.array([*classes, None], dtype=object)
     # -1 (missing or unknown) takes the trailing None; typed as the relational source's map
     # infers it (int64 when every value is an int class, else object).
@@ -144,6 +155,8 @@ def _embedding_rows(column: pa.ChunkedArray) -> np.ndarray:
 def _feature(kind: Any, column: pa.ChunkedArray) -> Any:
     if pa.types.is_fixed_size_list(column.type):
         return _embedding_rows(column)  # validated at ingest: finite, of the feature's dim
+    if pa.types.is_float64(column.type):
+        return column.to_numpy()  # stored typed: the cleaned values, null as NaN (column() is a no-op)
     values = column.to_numpy()
     return kind.column(pd.Series(values, copy=False)).to_numpy()
 
@@ -181,7 +194,7 @@ class ColumnarSampleSource:
         if table is None:
             return _empty(model, kinds)
         sample_ids = table.column("sample_id").to_numpy()
-        at = pd.Index(labels["sample_id"].to_numpy()).get_indexer(sample_ids)
+        at = _positions(sample_ids, labels["sample_id"].to_numpy())
         found = at >= 0
         arrays: dict[str, Any] = {
             name: _feature(kind, table.column(FEATURE + name)) for name, kind in kinds.items()
