@@ -122,7 +122,9 @@ def _read(
     ts = table.column("timestamp")
     lo, hi = pa.scalar(start or datetime.min.replace(tzinfo=UTC), ts.type), pa.scalar(end, ts.type)
     bounds = pc.min_max(ts)
-    if len(table) == 0 or (pc.greater_equal(bounds["min"], lo).as_py() and pc.less(bounds["max"], hi).as_py()):
+    if len(table) == 0 or (
+        pc.greater_equal(bounds["min"], lo).as_py() and pc.less(bounds["max"], hi).as_py()
+    ):
         return table  # wholly inside the window: no copy (filtering 1M rows cost ~2 s)
     return table.filter(pc.and_(pc.greater_equal(ts, lo), pc.less(ts, hi)))
 
