@@ -300,6 +300,7 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=768)
     parser.add_argument("--reuse", help="an earlier run's media folder (its database kept): skip ingestion")
     args = parser.parse_args()
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # each figure as it comes
     media = Path(tempfile.mkdtemp(prefix="dw-scale."))
     os.environ["DRIFTWATCH_MEDIA_ROOT"] = str(media)
     os.environ["DRIFTWATCH_SAMPLE_SOURCE"] = "columnar"
