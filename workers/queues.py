@@ -31,6 +31,8 @@ RETRAIN_REAP = "driftwatch.retraining.reap_stale"
 RETRAIN_WEBHOOK = "driftwatch.retraining.deliver_webhook"
 RETRAIN_PLACE = "driftwatch.retraining.place_jobs"
 OUTBOX_FLUSH = "driftwatch.system.outbox_flush"
+PARTS_COMPACT = "driftwatch.store.compact_parts"
+PARTS_COLLECT = "driftwatch.store.collect_parts"
 
 # Where each task goes; a task not listed goes to DEFAULT.
 ROUTES: dict[str, str] = {

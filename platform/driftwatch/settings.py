@@ -296,8 +296,15 @@ DRIFTWATCH_WEBHOOK_ALLOW_PRIVATE = env_bool("DRIFTWATCH_WEBHOOK_ALLOW_PRIVATE", 
 # and any worker may take it over. A redelivery of the same task takes over at once.
 DRIFTWATCH_CHECK_STALE_SECONDS = env_int("DRIFTWATCH_CHECK_STALE_SECONDS", 15 * 60, low=1)
 # Where checks read a window's samples from: a name in monitoring.samples' registry ("relational":
-# the PredictionSample/GroundTruth tables). An unknown name fails the first load, naming the known.
+# the PredictionSample/GroundTruth tables; "columnar": Arrow parts in the default storage under
+# samples/, with PredictionSample as their narrow index, and predictions are then written there
+# too). An unknown name fails the first load, naming the known.
 DRIFTWATCH_SAMPLE_SOURCE = env_str("DRIFTWATCH_SAMPLE_SOURCE", "relational")
+# The columnar store: a part file no committed part row names (its request failed) and a retired
+# part (replaced by compaction; a check may still be reading it) are deleted after this long.
+DRIFTWATCH_PART_GRACE_SECONDS = env_int("DRIFTWATCH_PART_GRACE_SECONDS", 3600, low=1)
+# An hour's parts are merged into one once the hour is over by this long (late samples settle).
+DRIFTWATCH_COMPACT_AFTER_SECONDS = env_int("DRIFTWATCH_COMPACT_AFTER_SECONDS", 600, low=0)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["core.auth.BearerTokenAuthentication"],

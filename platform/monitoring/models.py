@@ -8,6 +8,35 @@ from registry.models import ModelVersion, RegisteredModel
 from workers.drift.decisions import higher_is_better
 
 
+class SamplePart(models.Model):
+    """A columnar file (Arrow IPC) of one model's samples in one hour: written by one request, or
+    by the compaction that merged the hour's parts. Index rows (PredictionSample.part) point into
+    it; rows of the file no index row points to (a request's duplicates) are never read."""
+
+    model = models.ForeignKey(RegisteredModel, on_delete=models.CASCADE, related_name="parts")
+    bucket = models.DateTimeField(help_text="the hour its samples' timestamps fall in")
+    name = models.CharField(max_length=300, unique=True, help_text="the file's name in the storage")
+    rows = models.PositiveIntegerField(help_text="rows in the file")
+    indexed = models.PositiveIntegerField(help_text="rows an index row points to (rows - duplicates)")
+    size = models.PositiveBigIntegerField(help_text="bytes")
+    created_at = models.DateTimeField()
+    compacted = models.BooleanField(default=False, help_text="the merge of an hour's parts")
+    retired_at = models.DateTimeField(
+        null=True, blank=True, help_text="replaced by a compacted part; its file goes after a grace"
+    )
+
+    class Meta:
+        indexes = [models.Index(fields=["model", "bucket"], name="part_model_bucket")]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def is_clean(self) -> bool:
+        """Every row of the file is indexed: read whole, no mask."""
+        return self.indexed == self.rows
+
+
 class PredictionSample(models.Model):
     id = models.BigAutoField(primary_key=True)
     model = models.ForeignKey(RegisteredModel, on_delete=models.CASCADE, related_name="samples")
@@ -18,6 +47,11 @@ class PredictionSample(models.Model):
     features = models.JSONField()
     prediction = models.JSONField()
     probabilities = models.JSONField(null=True, blank=True)
+    # The columnar store (DRIFTWATCH_SAMPLE_SOURCE=columnar): the payload is row part_row of
+    # part's file, and features stay {} (this row is then the narrow index: id, time, version).
+    # RESTRICT: a part goes only once no row points to it (compaction repoints them first).
+    part = models.ForeignKey(SamplePart, null=True, blank=True, on_delete=models.RESTRICT, related_name="+")
+    part_row = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         constraints = [

@@ -22,7 +22,7 @@ from registry.models import RegisteredModel
 from registry.reference import LABEL
 
 # The built-in sources' modules, imported on the first lookup (a fixed list, never a client's name).
-BUILTIN_MODULES = ("monitoring.window",)
+BUILTIN_MODULES = ("monitoring.window", "monitoring.store.source")
 
 
 @dataclass(frozen=True)

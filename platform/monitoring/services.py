@@ -1,5 +1,6 @@
 """Writes for monitoring: prediction and label ingestion (all-or-nothing, idempotent)."""
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -14,6 +15,7 @@ from core.batch import RowList, Rows, RowSpans, chunked_rows, chunks
 from core.metrics import ingest_counted
 from monitoring.models import GroundTruth, MonitoringPolicy, PredictionSample
 from monitoring.policy import default_metric, policy_update
+from monitoring.store.ingest import samples_store, store_is_columnar
 from monitoring.validation import CleanLabel, CleanSample, SampleCleaner, clean_label, require_list
 from registry.models import ModelVersion, RegisteredModel, VersionStatus
 from registry.schema import Collector, model_schema
@@ -68,16 +70,23 @@ def predictions_ingest(*, model: RegisteredModel, body: Any) -> IngestResult:
     # on each other in the same order and cannot deadlock on the unique index.
     order = [first_row[k] for k in sorted(first_row)]
     del first_row
-    insert = _insert_samples_postgres if connection.vendor == "postgresql" else _insert_samples_generic
-    inserted = 0
-    with transaction.atomic():
-        # SQLite runs this transaction as IMMEDIATE (settings), so no writer slips in between.
+
+    def records() -> Iterator[list[tuple[int | None, CleanSample]]]:
         for chunk in chunks(order):
             samples = [
                 _valid(cleaner.clean(raw, i, errors)) for i, raw in zip(chunk, rows.load(chunk), strict=True)
             ]
-            records = [(version_ids[s.version] if s.version is not None else champion, s) for s in samples]
-            inserted += insert(model, records, now)
+            yield [(version_ids[s.version] if s.version is not None else champion, s) for s in samples]
+
+    if store_is_columnar():
+        inserted = samples_store(model=model, schema=cleaner.schema, chunks=records(), now=now)
+        return IngestResult(accepted=inserted, duplicates=len(rows) - inserted)
+    insert = _insert_samples_postgres if connection.vendor == "postgresql" else _insert_samples_generic
+    inserted = 0
+    with transaction.atomic():
+        # SQLite runs this transaction as IMMEDIATE (settings), so no writer slips in between.
+        for chunk_records in records():
+            inserted += insert(model, chunk_records, now)
     return IngestResult(accepted=inserted, duplicates=len(rows) - inserted)
 
 

@@ -12,6 +12,8 @@ from monitoring.checks import checks_labels_refresh, quality_check_run
 from monitoring.notify import TransientDeliveryError, notification_deliver, notifications_reap_stuck
 from monitoring.reports import check_report_render, reports_reap_stuck
 from monitoring.scheduling import checks_dispatch_due, checks_reap_stuck
+from monitoring.store.collect import parts_collect
+from monitoring.store.compaction import parts_compact_due
 from monitoring.window import parse_window_spec
 from workers import queues
 from workers.tasks.base import instrumented_task
@@ -32,6 +34,16 @@ def reap_stuck_checks() -> int:
 @instrumented_task(queues.CHECKS_REFRESH_LABELS)
 def refresh_labels() -> int:
     return checks_labels_refresh()
+
+
+@instrumented_task(queues.PARTS_COMPACT)
+def compact_parts() -> int:
+    return parts_compact_due()
+
+
+@instrumented_task(queues.PARTS_COLLECT)
+def collect_parts() -> int:
+    return parts_collect()
 
 
 @instrumented_task(queues.CHECK_MODEL, bind=True)

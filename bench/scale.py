@@ -1,0 +1,325 @@
+"""Scale benchmark of the columnar sample store (issue 21), PostgreSQL + the local storage.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/driftwatch nice -n 10 python bench/scale.py \
+        [--samples 1000000] [--embedding-samples 100000] [--dim 768]
+
+Uses (and empties) its own database `<name>_scale` and a temporary media folder. Prints, in one
+run:
+- ingestion through ``predictions_ingest`` (10,000-sample batches, one client in-process) of a
+  window of N samples × 20 numerical features, half labelled: samples/s, and bytes per sample
+  (parts on storage; the PostgreSQL index table with its indexes) beside the float32 payload;
+- a check (``quality_check_run``) of that window end to end, its load stage (the columnar
+  source: parts + labels) and the rest (the check's computation), each beside the floor: the
+  engine (pyarrow, memory-mapped Arrow IPC) scanning the same columns of the same parts into
+  numpy, printed as a ratio;
+- one 768-dim embedding: bytes per sample beside the float32 payload, and a window of M samples
+  read into arrays (the source, then stacked into an (M, 768) float32 matrix), beside the floor;
+- with /work/venvs/<name>-peers holding duckdb (``python3.11 -m venv V && V/bin/pip install
+  duckdb==1.4.1 pyarrow==26.0.1 numpy``; set DRIFTWATCH_PEERS_PYTHON=V/bin/python), DuckDB's
+  scan of the same columns from a Parquet copy of the parts, as a second engine's floor.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _pg import bench_database_url, django_on  # noqa: E402
+
+BATCH = 10_000
+N_FEATURES = 20
+HOUR = timedelta(hours=1)
+
+
+def _samples(prefix: str, start: int, n: int, t0: datetime, step_s: float, rng: Any) -> list[dict[str, Any]]:
+    x = rng.normal(size=(n, N_FEATURES)).round(6)
+    p1 = rng.random(n).round(4)
+    out = []
+    for i in range(n):
+        row = x[i].tolist()
+        out.append(
+            {
+                "id": f"{prefix}{start + i}",
+                "timestamp": (t0 + timedelta(seconds=(start + i) * step_s)).isoformat(),
+                "features": {f"x{j}": row[j] for j in range(N_FEATURES)},
+                "prediction": int(p1[i] > 0.5),
+                "probabilities": {"0": float(1 - p1[i]), "1": float(p1[i])},
+            }
+        )
+    return out
+
+
+def _table_bytes(table: str) -> int:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_total_relation_size(%s)", [table])
+        return int(cursor.fetchone()[0])
+
+
+def _floor_scan(model: Any, columns: list[str], start: datetime, end: datetime) -> tuple[float, int]:
+    """The engine alone: the window's parts, these columns, into numpy (no labels, no masks)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from monitoring.models import SamplePart
+    from monitoring.store.parts import part_read
+
+    names = list(
+        SamplePart.objects.filter(model=model, retired_at__isnull=True).values_list("name", flat=True)
+    )
+    t = time.perf_counter()
+    n = 0
+    for name in names:
+        table = part_read(name, ["timestamp", *columns])
+        ts = table.column("timestamp")
+        table = table.filter(
+            pc.and_(pc.greater_equal(ts, pa.scalar(start, ts.type)), pc.less(ts, pa.scalar(end, ts.type)))
+        )
+        for c in columns:
+            col = table.column(c).combine_chunks()
+            _ = (
+                col.values.to_numpy()
+                if pa.types.is_fixed_size_list(col.type)
+                else col.to_numpy(zero_copy_only=False)
+            )
+        n += len(table)
+    return time.perf_counter() - t, n
+
+
+def _duckdb_floor(model: Any, columns: list[str], media: Path) -> str:
+    peers = os.environ.get("DRIFTWATCH_PEERS_PYTHON")
+    if not peers or not Path(peers).exists():
+        return "duckdb: skipped (set DRIFTWATCH_PEERS_PYTHON to a venv's python with duckdb)"
+    import pyarrow.parquet as pq
+
+    from monitoring.models import SamplePart
+    from monitoring.store.parts import part_read
+
+    folder = Path(tempfile.mkdtemp(dir=media))
+    for k, name in enumerate(
+        SamplePart.objects.filter(model=model, retired_at__isnull=True).values_list("name", flat=True)
+    ):
+        pq.write_table(part_read(name, columns), folder / f"{k}.parquet", compression="snappy")
+    select = ", ".join(f'"{c}"' for c in columns)
+    sql = f"SELECT {select} FROM read_parquet('{folder}/*.parquet')"
+    script = (
+        "import duckdb, json, sys, time\n"
+        "con = duckdb.connect(); t = time.perf_counter()\n"
+        "tab = con.execute(sys.argv[1]).fetch_arrow_table()\n"
+        "print(json.dumps({'s': time.perf_counter() - t, 'rows': tab.num_rows}))\n"
+    )
+    run = subprocess.run([peers, "-c", script, sql], capture_output=True, text=True, check=True)
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    return (
+        f"duckdb (Parquet copy of the parts, same columns → Arrow): {out['s']:.3f} s for {out['rows']:,} rows"
+    )
+
+
+def _ingest(model: Any, n: int, t0: datetime, step_s: float, label_share: float) -> tuple[float, float]:
+    from monitoring.services import labels_ingest, predictions_ingest
+
+    rng = np.random.default_rng(0)
+    spent = 0.0
+    for start in range(0, n, BATCH):
+        batch = _samples("s", start, min(BATCH, n - start), t0, step_s, rng)
+        t = time.perf_counter()
+        result = predictions_ingest(model=model, body={"samples": batch})
+        spent += time.perf_counter() - t
+        assert result.accepted == len(batch), result
+    t = time.perf_counter()
+    labelled = int(n * label_share)
+    for start in range(0, labelled, BATCH):
+        ids = range(start, min(start + BATCH, labelled))
+        labels_ingest(
+            model=model, body={"labels": [{"id": f"s{i}", "label": int(rng.random() > 0.5)} for i in ids]}
+        )
+    return spent, time.perf_counter() - t
+
+
+def _tabular_ingest(n: int) -> tuple[Any, datetime, datetime]:
+    from django.utils import timezone
+
+    from monitoring.models import MonitoringPolicy
+    from registry.services import model_register, reference_upload
+
+    model = model_register(
+        data={
+            "name": f"scale-{n}",
+            "task": "classification",
+            "classes": [0, 1],
+            "features": [{"name": f"x{j}", "type": "numerical"} for j in range(N_FEATURES)],
+        }
+    )
+    ref = _samples("r", 0, 5000, timezone.now(), 0, np.random.default_rng(1))
+    reference_upload(
+        model=model,
+        rows=[
+            {
+                "features": r["features"],
+                "label": r["prediction"],
+                "prediction": r["prediction"],
+                "probabilities": r["probabilities"],
+            }
+            for r in ref
+        ],
+    )
+    MonitoringPolicy.objects.update_or_create(model=model, defaults={"min_samples": 100, "min_labels": 50})
+    end = timezone.now().replace(minute=0, second=0, microsecond=0) - HOUR
+    start = end - 24 * HOUR
+    step = (end - start).total_seconds() / n
+    ingest_s, label_s = _ingest(model, n, start, step, 0.5)
+    print(
+        f"ingest: {n:,} samples × {N_FEATURES} numerical in {ingest_s:.1f} s = {n / ingest_s:,.0f} samples/s "
+        f"(one in-process client, {BATCH:,}-sample batches); labels for half in {label_s:.1f} s"
+    )
+    return model, start, end
+
+
+def tabular(n: int, media: Path) -> None:
+    from monitoring.checks import quality_check_run
+    from monitoring.models import PredictionSample, QualityCheck, SamplePart
+    from monitoring.samples import WindowBounds, sample_source
+    from monitoring.window import range_window
+    from registry.models import RegisteredModel
+
+    model = RegisteredModel.objects.filter(name=f"scale-{n}").first()
+    if model is not None:  # --reuse: the earlier run's window
+        start = PredictionSample.objects.filter(model=model).order_by("timestamp").first().timestamp  # type: ignore[union-attr]
+        end = start + 24 * HOUR
+        QualityCheck.objects.filter(model=model).delete()  # else the same window's check is returned
+        print("ingest: skipped (--reuse)")
+    else:
+        model, start, end = _tabular_ingest(n)
+    parts = sum(SamplePart.objects.filter(model=model).values_list("size", flat=True))
+    index = _table_bytes("monitoring_predictionsample") / PredictionSample.objects.count()
+    print(
+        f"bytes/sample, 20 numerical: parts {parts / n:.0f} (float64 values + id + time + prediction + 2 probabilities), "
+        f"index table+indexes {index:.0f}; float32 payload {N_FEATURES * 4}: parts {parts / n / (N_FEATURES * 4):.2f}×, "
+        f"parts+index {(parts / n + index) / (N_FEATURES * 4):.2f}×"
+    )
+    columns = [f"feature:x{j}" for j in range(N_FEATURES)] + ["prediction", "proba:0", "proba:1", "sample_id"]
+    floor_s, floor_n = _floor_scan(model, columns, start, end)
+    t = time.perf_counter()
+    loaded = sample_source().load(model=model, window=WindowBounds(start, end))
+    load_s = time.perf_counter() - t
+    assert len(loaded) == n == floor_n, (len(loaded), n, floor_n)
+    del loaded
+    t = time.perf_counter()
+    check = quality_check_run(model_id=model.pk, window=range_window(start, end))
+    check_s = time.perf_counter() - t
+    assert check is not None and check.n_samples == n, check and (check.state, check.error, check.n_samples)
+    print(
+        f"floor: pyarrow scan of the window's {len(columns)} columns from its parts: {floor_s:.3f} s ({floor_n:,} rows)"
+    )
+    print(
+        f"load (columnar source: parts + labels join, typed arrays): {load_s:.3f} s = {load_s / floor_s:.1f}× the floor"
+    )
+    print(
+        f"check end to end: {check_s:.2f} s = {check_s / floor_s:.1f}× the floor; "
+        f"of it the check's computation ≈ {check_s - load_s:.2f} s; n_labelled {check.n_labelled:,}; state {check.state}"
+    )
+    print(_duckdb_floor(model, columns, media))
+
+
+def embedding(n: int, dim: int) -> None:
+    from django.utils import timezone
+
+    from monitoring.models import SamplePart
+    from monitoring.samples import WindowBounds, sample_source
+    from monitoring.services import predictions_ingest
+    from registry.services import model_register
+
+    model = model_register(
+        data={
+            "name": f"emb-{n}",
+            "task": "regression",
+            "features": [{"name": "e", "type": "embedding", "dim": dim}],
+        }
+    )
+    end = timezone.now().replace(minute=0, second=0, microsecond=0) - HOUR
+    start = end - HOUR
+    rng = np.random.default_rng(2)
+    spent = 0.0
+    for s in range(0, n, BATCH // 2):
+        k = min(BATCH // 2, n - s)
+        vectors = rng.normal(size=(k, dim)).astype("float32").tolist()
+        body = [
+            {
+                "id": f"e{s + i}",
+                "timestamp": (start + timedelta(seconds=(s + i) * 3600 / n)).isoformat(),
+                "features": {"e": vectors[i]},
+                "prediction": 0.0,
+            }
+            for i in range(k)
+        ]
+        t = time.perf_counter()
+        predictions_ingest(model=model, body={"samples": body})
+        spent += time.perf_counter() - t
+    parts = sum(SamplePart.objects.filter(model=model).values_list("size", flat=True))
+    print(f"ingest: {n:,} samples × one {dim}-dim embedding in {spent:.1f} s = {n / spent:,.0f} samples/s")
+    print(
+        f"bytes/sample, one {dim}-dim embedding: parts {parts / n:.0f}; float32 payload {dim * 4}: {parts / n / (dim * 4):.3f}×"
+    )
+    floor_s, _ = _floor_scan(model, ["feature:e"], start, end)
+    t = time.perf_counter()
+    loaded = sample_source().load(model=model, window=WindowBounds(start, end), columns=["e"])
+    load_s = time.perf_counter() - t
+    matrix = np.vstack(loaded.arrays["e"])
+    stack_s = time.perf_counter() - t
+    assert matrix.shape == (n, dim) and matrix.dtype == np.float32
+    print(
+        f"embedding window {n:,} × {dim} read into arrays: {load_s:.3f} s (into one float32 matrix {stack_s:.3f} s); "
+        f"floor {floor_s:.3f} s: {load_s / floor_s:.1f}×"
+    )
+
+
+def _drop_database(url: str) -> None:
+    from urllib.parse import urlparse, urlunparse
+
+    import psycopg
+
+    parsed = urlparse(url)
+    with psycopg.connect(urlunparse(parsed._replace(path="/postgres")), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{parsed.path.lstrip("/")}"')
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--samples", type=int, default=1_000_000)
+    parser.add_argument("--embedding-samples", type=int, default=100_000)
+    parser.add_argument("--dim", type=int, default=768)
+    parser.add_argument("--reuse", help="an earlier run's media folder (its database kept): skip ingestion")
+    args = parser.parse_args()
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # each figure as it comes
+    media = Path(tempfile.mkdtemp(prefix="dw-scale."))
+    os.environ["DRIFTWATCH_MEDIA_ROOT"] = str(media)
+    os.environ["DRIFTWATCH_SAMPLE_SOURCE"] = "columnar"
+    url = bench_database_url(suffix="_scale")
+    if args.reuse:
+        media = Path(args.reuse)  # the database and parts of an earlier run: its windows, no ingest
+        os.environ["DRIFTWATCH_MEDIA_ROOT"] = str(media)
+    else:
+        _drop_database(url)  # a fresh one: table sizes per sample count no rows of an earlier run
+    django_on(url)
+    from registry.models import RegisteredModel
+
+    RegisteredModel.objects.filter(
+        name__in=[f"scale-{args.samples}", f"emb-{args.embedding_samples}"]
+    ).delete()
+    print(f"bench/scale.py  {datetime.now(UTC):%Y-%m-%d %H:%M} UTC  media {media}")
+    tabular(args.samples, media)
+    embedding(args.embedding_samples, args.dim)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""Moving samples stored as JSON rows (the relational store) into the columnar store.
+
+Resumable: each batch of rows is written as parts, read back and compared, then its rows are
+repointed (features emptied) in one transaction that only takes rows still without a part; a
+kill leaves either a moved batch or orphan files (``collect`` deletes them) and unmoved rows the
+next run takes. The JSON column itself is dropped only by a later migration.
+"""
+
+import hashlib
+from collections import Counter
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import pyarrow as pa
+from django.db import connection, transaction
+from django.utils import timezone
+
+from monitoring.models import PredictionSample
+from monitoring.store.ingest import hour_parts_write, part_settle, parts_create
+from monitoring.store.parts import part_read, part_schema, samples_batch
+from monitoring.store.source import window_parts
+from monitoring.validation import CleanSample
+from registry.models import RegisteredModel
+from registry.schema import model_schema
+
+BATCH = 10_000
+END_OF_TIME = datetime(9999, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class StoreCounts:
+    """One model's samples after a move: the index rows pointing into parts, the rows still in
+    JSON, the rows the live parts say they hold, and checksums of the sample ids on each side."""
+
+    indexed: int
+    unmoved: int
+    in_parts: int
+    index_checksum: str
+    parts_checksum: str
+
+    @property
+    def consistent(self) -> bool:
+        return self.indexed == self.in_parts and self.index_checksum == self.parts_checksum
+
+
+def samples_move(*, model: RegisteredModel, batch: int = BATCH, now: datetime | None = None) -> int:
+    """Move every JSON row of the model into parts, batch by batch → rows moved."""
+    moved = 0
+    while True:
+        n = _move_batch(model, batch, now or timezone.now())
+        if n == 0:
+            return moved
+        moved += n
+
+
+def _move_batch(model: RegisteredModel, batch: int, now: datetime) -> int:
+    rows = list(
+        PredictionSample.objects.filter(model=model, part__isnull=True)
+        .order_by("sample_id")
+        .values("id", "sample_id", "timestamp", "features", "prediction", "probabilities", "version_id")[
+            :batch
+        ]
+    )
+    if not rows:
+        return 0
+    schema = model_schema(model)
+    arrow = part_schema(schema)
+    samples = [
+        CleanSample(r["sample_id"], r["timestamp"], r["features"], r["prediction"], r["probabilities"], None)
+        for r in rows
+    ]
+    table = pa.Table.from_batches([samples_batch(schema, arrow, samples, [r["version_id"] for r in rows])])
+    written, part_of, row_in = hour_parts_write(model, table)
+    for name, _, taken, _ in written:  # the storage's round trip, before any row points there
+        if not part_read(name).equals(table.take(pa.array(taken))):
+            raise RuntimeError(f"part {name} reads back different from what was written")
+    with transaction.atomic():
+        parts = parts_create(model, written, now)
+        counts = _repoint(rows, [parts[k].pk for k in part_of], row_in.tolist())
+        for part in parts:
+            part_settle(part, counts[part.pk])
+    return sum(counts.values())
+
+
+_REPOINT_SQL = """
+UPDATE monitoring_predictionsample s SET part_id = u.p, part_row = u.r, features = '{}', probabilities = NULL
+FROM unnest(%s::bigint[], %s::bigint[], %s::integer[]) AS u(id, p, r)
+WHERE s.id = u.id AND s.part_id IS NULL
+RETURNING s.part_id
+"""
+
+
+def _repoint(rows: list[Any], parts: list[int], part_rows: list[int]) -> Counter[int]:
+    """Point each row (still without a part) at its part's row and empty its JSON payload."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(_REPOINT_SQL, [[r["id"] for r in rows], parts, part_rows])
+            return Counter(part for (part,) in cursor.fetchall())
+    counts: Counter[int] = Counter()
+    for row, part, part_row in zip(rows, parts, part_rows, strict=True):
+        updated = PredictionSample.objects.filter(pk=row["id"], part__isnull=True).update(
+            part_id=part, part_row=part_row, features={}, probabilities=None
+        )
+        counts[part] += updated
+    return counts
+
+
+def store_counts(*, model: RegisteredModel) -> StoreCounts:
+    """Counts and sample-id checksums of the model's index and of its live parts' indexed rows."""
+    index_ids = sorted(
+        PredictionSample.objects.filter(model=model, part__isnull=False).values_list("sample_id", flat=True)
+    )
+    part_ids: list[str] = []
+    for _, name, taken in window_parts(model, None, END_OF_TIME):
+        column = part_read(name, ["sample_id"]).column("sample_id")
+        part_ids += column.to_pylist() if taken is None else column.take(pa.array(taken)).to_pylist()
+    return StoreCounts(
+        indexed=len(index_ids),
+        unmoved=PredictionSample.objects.filter(model=model, part__isnull=True).count(),
+        in_parts=len(part_ids),
+        index_checksum=_checksum(index_ids),
+        parts_checksum=_checksum(sorted(part_ids)),
+    )
+
+
+def _checksum(ids: list[str]) -> str:
+    digest = hashlib.sha256()
+    for sample_id in ids:
+        digest.update(sample_id.encode() + b"\0")
+    return digest.hexdigest()[:16]

@@ -1,0 +1,127 @@
+"""The part file: one Arrow IPC file of samples, its schema derived from the model's features.
+
+Columns: sample_id, timestamp (UTC, µs), version_id (int64, null: none), prediction (text for
+classes, float64 for regression), one float64 ``proba:<class>`` per class, and one
+``feature:<name>`` per feature typed by its feature type: float64 numbers, fixed-size float32
+lists for embeddings, text for categories, texts and any other type (JSON text of a non-string
+value, what the relational source's SQL hands that type's ``column`` too).
+"""
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import orjson
+import pandas as pd
+import pyarrow as pa
+from django.core.files.base import ContentFile
+from django.core.files.storage import default_storage
+
+from monitoring.validation import CleanSample
+from registry.schema import Schema
+from workers.features import FeatureKind
+
+PREFIX = "samples"  # the parts' folder in the storage
+FEATURE = "feature:"
+PROBA = "proba:"
+
+
+def feature_arrow_type(kind: FeatureKind[Any]) -> pa.DataType:
+    if kind.storage_dtype == "float64":
+        return pa.float64()
+    dim = getattr(kind, "dim", None)
+    if kind.name == "embedding" and dim:
+        return pa.list_(pa.float32(), int(dim))
+    return pa.string()
+
+
+def part_schema(schema: Schema) -> pa.Schema:
+    fields = [
+        pa.field("sample_id", pa.string()),
+        pa.field("timestamp", pa.timestamp("us", tz="UTC")),
+        pa.field("version_id", pa.int64()),
+        pa.field("prediction", pa.string() if schema.is_classification else pa.float64()),
+    ]
+    fields += [pa.field(PROBA + str(c), pa.float64()) for c in schema.classes]
+    fields += [pa.field(FEATURE + n, feature_arrow_type(k)) for n, k in schema.feature_kinds.items()]
+    return pa.schema(fields)
+
+
+def _text(value: Any) -> str | None:
+    return value if value is None or isinstance(value, str) else orjson.dumps(value).decode()
+
+
+def _feature_array(kind: FeatureKind[Any], type_: pa.DataType, values: list[Any]) -> pa.Array:
+    if pa.types.is_fixed_size_list(type_):
+        flat = np.asarray(values, dtype="float32").reshape(-1)  # embeddings are never missing
+        return pa.FixedSizeListArray.from_arrays(pa.array(flat), type_.list_size)
+    if pa.types.is_floating(type_):
+        return pa.array(np.array([np.nan if v is None else v for v in values], dtype="float64"))
+    return pa.array([_text(v) for v in values], type=pa.string())
+
+
+def samples_batch(
+    schema: Schema, arrow: pa.Schema, samples: Sequence[CleanSample], versions: Sequence[int | None]
+) -> pa.RecordBatch:
+    """One chunk of cleaned samples as a record batch of the part schema."""
+    columns: list[pa.Array] = [
+        pa.array([s.sample_id for s in samples], pa.string()),
+        pa.array([s.timestamp for s in samples], arrow.field("timestamp").type),
+        pa.array(list(versions), pa.int64()),
+        pa.array(
+            [_text(s.prediction) if schema.is_classification else s.prediction for s in samples],
+            arrow.field("prediction").type,
+        ),
+    ]
+    for c in schema.classes:
+        key = str(c)
+        columns.append(
+            pa.array(
+                [None if s.probabilities is None else s.probabilities.get(key) for s in samples], pa.float64()
+            )
+        )
+    for name, kind in schema.feature_kinds.items():
+        type_ = arrow.field(FEATURE + name).type
+        columns.append(_feature_array(kind, type_, [s.features.get(name) for s in samples]))
+    return pa.RecordBatch.from_arrays(columns, schema=arrow)
+
+
+def hour_of(value: datetime) -> datetime:
+    return value.replace(minute=0, second=0, microsecond=0)
+
+
+def part_name(model_id: int, bucket: datetime) -> str:
+    return f"{PREFIX}/{model_id}/{bucket:%Y%m%d%H}/{uuid.uuid4().hex}.arrow"
+
+
+def table_bytes(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def part_write(*, model_id: int, bucket: datetime, table: pa.Table) -> tuple[str, int]:
+    """Save the table as a new part file in the storage → (its name, its size in bytes)."""
+    data = table_bytes(table)
+    name = default_storage.save(part_name(model_id, bucket), ContentFile(data))
+    return name, len(data)
+
+
+def part_read(name: str, columns: Sequence[str] | None = None) -> pa.Table:
+    """A part file's table (only ``columns``); a local file is memory-mapped, not copied."""
+    try:
+        path = default_storage.path(name)
+    except NotImplementedError:  # a remote storage (S3): the whole file over the network
+        with default_storage.open(name, "rb") as handle:
+            source: Any = pa.BufferReader(handle.read())
+    else:
+        source = pa.memory_map(path, "r")
+    table = pa.ipc.open_file(source).read_all()
+    return table if columns is None else table.select(list(columns))
+
+
+def timestamps(table: pa.Table) -> pd.DatetimeIndex:
+    return pd.DatetimeIndex(table.column("timestamp").to_pandas())
