@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("monitoring", "0013_policy_embedding_drift_method"),
+        ("monitoring", "0017_emb_embedding_method_help"),
         ("registry", "0003_alter_registeredmodel_name"),
     ]
 
