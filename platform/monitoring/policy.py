@@ -13,6 +13,7 @@ from core.errors import FieldError, InvalidInput
 from core.outbound import target_problem
 from monitoring.segment_rules import SEGMENT_LIMIT_RANGE, segments_errors
 from workers.drift import thresholds
+from workers.drift.cbpe import BINARY_METRICS
 from workers.features import feature_type
 
 if TYPE_CHECKING:  # the model imports these rules for its clean(): only its type is needed here
@@ -20,16 +21,7 @@ if TYPE_CHECKING:  # the model imports these rules for its clean(): only its typ
 
 # Every metric CBPE/DLE estimates can be the policy's (precision, recall, f1: a binary model's
 # positive class; a multiclass model has no value for them and so never decides on them).
-CLASSIFICATION_METRICS = (
-    "accuracy",
-    "f1_macro",
-    "roc_auc",
-    "precision",
-    "recall",
-    "f1",
-    "precision_macro",
-    "recall_macro",
-)
+CLASSIFICATION_METRICS = BINARY_METRICS
 REGRESSION_METRICS = ("mae", "rmse", "r2", "mse")
 DEFAULT_METRIC = {"classification": "accuracy", "regression": "mae"}
 PAGERDUTY_EVENTS_URL = "https://events.pagerduty.com/v2/enqueue"
