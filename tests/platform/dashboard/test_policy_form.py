@@ -142,7 +142,7 @@ def test_a_regression_model_is_offered_its_own_metrics_and_refused_accuracy_as_t
     staff = _client()
     page = staff.get(PAGE).content.decode()
     options = re.findall(r'<option value="([^"]+)"', page.split('name="metric"')[1].split("</select>")[0])
-    assert options == ["mae", "rmse", "r2"]
+    assert options == ["mae", "rmse", "r2", "mse"]
     api_message = (
         client_for("admin").patch(API, {"metric": "accuracy"}, format="json").json()["errors"][0]["message"]
     )
