@@ -47,10 +47,43 @@ def alerts_evaluate(
     """
     changes = AlertChanges()
     kinds = tuple(kinds)
-    for segment in ["", *segment_entries(check.segments)]:
+    segments = ["", *segment_entries(check.segments)]
+    for segment in segments:
         for kind in kinds:
             _evaluate(check, policy, kind, segment, changes)
+    _resolve_unmeasured(check, policy, kinds, segments, changes)
     return changes
+
+
+UNMEASURED = (
+    "its segment was not measured by the last {n} checks (the policy dropped it, or it left the top values)"
+)
+
+
+def _resolve_unmeasured(
+    check: QualityCheck,
+    policy: "MonitoringPolicy",
+    kinds: Iterable[str],
+    measured: list[str],
+    changes: AlertChanges,
+) -> None:
+    """A live segment alert whose segment the check no longer measures can never be decided clear:
+    it resolves once ``resolve_after`` consecutive checks of the series have not measured it."""
+    need = max(policy.resolve_after, 1)
+    stale = Alert.objects.filter(
+        model_id=check.model_id, kind__in=kinds, state__in=LIVE_ALERT_STATES
+    ).exclude(segment__in=measured)
+    for alert in stale.select_related("opened_by"):
+        series = check_series(check)
+        if alert.opened_by is not None:
+            series = series.filter(window_end__gt=alert.opened_by.window_end)
+        recent = list(series.only("segments")[:need])
+        if len(recent) < need or any(alert.segment in segment_entries(c.segments) for c in recent):
+            continue
+        reason = UNMEASURED.format(n=need)
+        Alert.objects.filter(pk=alert.pk).update(details={**alert.details, "resolved_because": reason})
+        if alert_resolve(alert=alert, check=check):
+            changes.resolved.append(alert)
 
 
 def _evaluate(

@@ -124,6 +124,24 @@ def test_segment_alerts_follow_k_of_n_and_resolve_after_clear_checks() -> None:
     assert not Alert.objects.filter(model=model, kind="accuracy_drop", segment="").exists()
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_segment_alert_whose_segment_is_no_longer_measured_resolves_after_resolve_after_checks() -> None:
+    model = monitored_model(**SEGMENTED, resolve_after=2)
+    traffic(model, 1, spoiled(1000, seed=11))
+    alert = Alert.objects.get(model=model, segment="segment=c", kind="accuracy_drop")
+    # The policy stops segmenting by "segment": nothing can decide the alert clear any more.
+    policy_update(policy=MonitoringPolicy.objects.get(model=model), changes={"segments": []})
+    traffic(model, 2, spoiled(1000, seed=12))
+    alert.refresh_from_db()
+    assert alert.state == "open"  # one check without it: not yet
+    traffic(model, 3, spoiled(1000, seed=13))
+    alert.refresh_from_db()
+    assert (
+        alert.state == "resolved" and "not measured by the last 2 checks" in alert.details["resolved_because"]
+    )
+    assert not Alert.objects.filter(model=model, kind="accuracy_drop", segment="").exists()
+
+
 def test_bin_names_cover_the_line() -> None:
     assert bin_names([30, 50]) == ["<30", "[30, 50)", ">=50"]
     assert bin_names([0.5]) == ["<0.5", ">=0.5"]
