@@ -295,6 +295,9 @@ DRIFTWATCH_WEBHOOK_ALLOW_PRIVATE = env_bool("DRIFTWATCH_WEBHOOK_ALLOW_PRIVATE", 
 # A check "running" this long under another task is taken as killed: the reaper re-enqueues it
 # and any worker may take it over. A redelivery of the same task takes over at once.
 DRIFTWATCH_CHECK_STALE_SECONDS = env_int("DRIFTWATCH_CHECK_STALE_SECONDS", 15 * 60, low=1)
+# A check asked for through the API over a window of more samples than this runs on a worker
+# (202, the check to poll) instead of in the web request, which would outrun the web timeout.
+DRIFTWATCH_SYNC_CHECK_SAMPLES = env_int("DRIFTWATCH_SYNC_CHECK_SAMPLES", 50_000, low=0)
 # Where checks read a window's samples from: a name in monitoring.samples' registry ("relational":
 # the PredictionSample/GroundTruth tables; "columnar": Arrow parts in the default storage under
 # samples/, with PredictionSample as their narrow index, and predictions are then written there

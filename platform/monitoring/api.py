@@ -4,6 +4,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.http import Http404
+from django.urls import reverse
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -15,9 +17,9 @@ from core.audit import audit_record, request_actor
 from core.errors import FieldError, InvalidInput
 from core.serializers import BODY, NAMED, error_responses
 from monitoring import services
-from monitoring.checks import check_labels_refresh, quality_check_run
+from monitoring.checks import check_enqueue, check_labels_refresh, check_runs_on_worker, quality_check_run
 from monitoring.models import AlertState, CheckState
-from monitoring.selectors import check_for_window, checks_list, model_alerts, policy_for
+from monitoring.selectors import check_for_window, check_get, checks_list, model_alerts, policy_for
 from monitoring.serializers import (
     AlertOut,
     CheckIn,
@@ -113,7 +115,8 @@ class ChecksView(ScopedAPIView):
 
     201 with the new check; 200 with the existing one when that window was checked already,
     its realised metrics refreshed first if labels arrived since. Both name the alerts the
-    check opened and resolved.
+    check opened and resolved. A window of more than DRIFTWATCH_SYNC_CHECK_SAMPLES samples is
+    checked on a worker instead: 202 with the queued check, its URL in Location, to poll.
     """
 
     required_scopes = {"GET": "read", "POST": "ingest"}
@@ -137,6 +140,12 @@ class ChecksView(ScopedAPIView):
         responses={
             201: OpenApiResponse(CheckRunOut, description="a new check"),
             200: OpenApiResponse(CheckRunOut, description="that window was checked already"),
+            202: OpenApiResponse(
+                CheckRunOut,
+                description="the window holds more than DRIFTWATCH_SYNC_CHECK_SAMPLES samples: the "
+                "check is queued for a worker; poll GET …/checks/{check_id} (the Location header) "
+                "until its state is done, skipped or failed",
+            ),
             **error_responses(*NAMED, *BODY, 415, 429),
         },
     )
@@ -147,6 +156,11 @@ class ChecksView(ScopedAPIView):
         if existing is not None:
             check_labels_refresh(check=existing)
             check = existing
+        elif check_runs_on_worker(model=model, window=window):
+            check = check_enqueue(model=model, window=window)
+            audit_record(actor=request_actor(request), action="check.run", target=check)
+            url = reverse("api-check", kwargs={"name": model.name, "check_id": check.pk})
+            return Response(CheckRunOut(check).data, status=202, headers={"Location": url})
         else:
             ran = quality_check_run(model_id=model.pk, window=window)
             assert ran is not None
@@ -154,6 +168,20 @@ class ChecksView(ScopedAPIView):
             audit_record(actor=request_actor(request), action="check.run", target=check)
         check.refresh_from_db()
         return Response(CheckRunOut(check).data, status=200 if existing is not None else 201)
+
+
+class CheckView(ScopedAPIView):
+    """GET one check of the model: how a client polls a check it was answered 202 for."""
+
+    required_scopes = {"GET": "read"}
+
+    @extend_schema(responses={200: CheckRunOut, **error_responses(*NAMED)})
+    def get(self, request: Request, name: str, check_id: int) -> Response:
+        model = model_get(name=name)
+        check = check_get(check_id=check_id)
+        if check.model_id != model.pk:
+            raise Http404(f"no check {check_id} of {model.name!r}")
+        return Response(CheckRunOut(check).data)
 
 
 class AlertsView(ScopedAPIView):

@@ -17,6 +17,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from core.enqueue import enqueue
 from monitoring.alerts import alerts_evaluate
 from monitoring.models import CheckDistribution, CheckState, MonitoringPolicy, QualityCheck
 from monitoring.policy import ThresholdRule, WindowKind, policy_drift_methods
@@ -31,6 +32,7 @@ from monitoring.window import (
     probability_matrix,
     window_label_count,
     window_load,
+    window_sample_count,
 )
 from registry.models import ModelVersion, RegisteredModel, VersionStatus
 from registry.reference import LABEL, PREDICTION
@@ -54,6 +56,7 @@ from workers.drift.result import (
     metrics_read,
 )
 from workers.drift.summary import ColumnType
+from workers import queues
 from workers.drift.thresholds import MIN_BAND_CHUNKS
 
 logger = logging.getLogger(__name__)
@@ -109,6 +112,43 @@ def _claim(model: RegisteredModel, window: WindowSpec, owner: str) -> QualityChe
         return None  # another worker got there first
     logger.info("check %s taken over by %s (attempt %s)", row.pk, owner or "?", row.attempts + 1)
     row.refresh_from_db()
+    return row
+
+
+def check_runs_on_worker(*, model: RegisteredModel, window: WindowSpec) -> bool:
+    """Whether a check asked for in a web request must be queued: its window holds more samples
+    than DRIFTWATCH_SYNC_CHECK_SAMPLES (one count query; the web timeout would cut it short)."""
+    count = window_sample_count(model=model, start=window.start, end=window.end, last_n=window.last_n)
+    return count > settings.DRIFTWATCH_SYNC_CHECK_SAMPLES
+
+
+def check_enqueue(*, model: RegisteredModel, window: WindowSpec) -> QualityCheck:
+    """The window's row, state queued, and one check_model task sent after commit (the worker
+    claims the row as it claims a scheduled check). A row queued, running, or one no worker may
+    take over (done, given up) is returned as it is, and nothing is sent."""
+    now = timezone.now()
+    try:
+        with transaction.atomic():
+            row = QualityCheck.objects.create(
+                model=model,
+                window_spec=window.spec,
+                window_start=window.start or window.end,
+                window_end=window.end,
+                state=CheckState.QUEUED,
+                started_at=now,
+            )
+    except IntegrityError:
+        row = QualityCheck.objects.get(model=model, window_spec=window.spec, window_end=window.end)
+        if row.state in (CheckState.QUEUED, CheckState.RUNNING) or not _may_take_over(row, "", now):
+            return row
+        requeued = QualityCheck.objects.filter(pk=row.pk, state=row.state, attempts=row.attempts).update(
+            state=CheckState.QUEUED, started_at=now, error="", owner=""
+        )
+        row.refresh_from_db()
+        if requeued != 1:
+            return row  # another request or worker got there first
+    enqueue(queues.CHECK_MODEL, args=[model.pk, window.spec, window.end.isoformat()])
+    logger.info("check queued: check=%s model=%s window=%s", row.pk, model.pk, window.spec)
     return row
 
 

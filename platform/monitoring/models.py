@@ -206,6 +206,8 @@ class SequentialDetector(models.Model):
 
 
 class CheckState(models.TextChoices):
+    # Asked for through the API over a window too large for the web request: a worker takes it.
+    QUEUED = "queued"
     RUNNING = "running"
     DONE = "done"
     FAILED = "failed"

@@ -148,10 +148,24 @@ def window_label_count(
     *, model: RegisteredModel, start: datetime | None, end: datetime, last_n: int | None = None
 ) -> int:
     """How many of the window's samples have a label now (one cheap query, no rows fetched)."""
+    return _window_count(model, "g.id", start, end, last_n)
+
+
+def window_sample_count(
+    *, model: RegisteredModel, start: datetime | None, end: datetime, last_n: int | None = None
+) -> int:
+    """How many samples the window holds (one cheap query on the sample index, either store)."""
+    return _window_count(model, "s.id", start, end, last_n)
+
+
+def _window_count(
+    model: RegisteredModel, column: str, start: datetime | None, end: datetime, last_n: int | None
+) -> int:
+    """The window's rows whose ``column`` is not null, counted in the database."""
     params: list[Any] = []
-    inner = _window_sql(model, "g.id AS label_id", params, start, end, last_n)
+    inner = _window_sql(model, f"{column} AS counted", params, start, end, last_n)
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT count(label_id) FROM ({inner}) w", params)
+        cursor.execute(f"SELECT count(counted) FROM ({inner}) w", params)
         return int(cursor.fetchone()[0])
 
 
