@@ -32,6 +32,7 @@ class ApiUnderTest:
         self.components = schema["components"]["schemas"]
         self.answered: set[Call] = set()
         self.job_id = 0
+        self.check_id = 0
         self.client = self.token_client(scope="admin")
 
     @staticmethod
@@ -57,6 +58,7 @@ class ApiUnderTest:
     ) -> Any:
         job = str(job_id if job_id is not None else self.job_id)
         url = "/api/v1" + template.replace("{name}", name).replace("{job_id}", job) + query
+        url = url.replace("{check_id}", str(job_id if job_id is not None else self.check_id))
         client = client or self.client
         if method == "get":
             response = client.get(url, **extra)
@@ -155,10 +157,16 @@ def answer_successes(api: ApiUnderTest) -> None:
     api.call("post", "/models/{name}/predictions", 200, body={"samples": [sample]})
     api.call("post", "/models/{name}/labels", 200, body={"labels": [{"id": "s1", "label": 1}]})
     end = timezone.now().isoformat()
+    start = (timezone.now() - timedelta(hours=2)).isoformat()
+    limit = api.settings.DRIFTWATCH_SYNC_CHECK_SAMPLES
     ran = api.call("post", "/models/{name}/checks", 201, body={"end": end})
     assert ran["alerts_opened"], "the drifted traffic opens an alert, so its schema is exercised"
     api.call("post", "/models/{name}/checks", 200, body={"end": end})
     api.call("get", "/models/{name}/checks", 200)
+    api.settings.DRIFTWATCH_SYNC_CHECK_SAMPLES = 0  # any non-empty window: queued for a worker
+    api.check_id = api.call("post", "/models/{name}/checks", 202, body={"start": start, "end": end})["id"]
+    api.settings.DRIFTWATCH_SYNC_CHECK_SAMPLES = limit
+    api.call("get", "/models/{name}/checks/{check_id}", 200)
     api.call("get", "/models/{name}/alerts", 200)
     api.call("get", "/models/{name}/policy", 200)
     api.call("patch", "/models/{name}/policy", 200, body={"tolerance": 0.05})
