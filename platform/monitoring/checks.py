@@ -36,6 +36,7 @@ from monitoring.window import (
 )
 from registry.models import ModelVersion, RegisteredModel, VersionStatus
 from registry.reference import LABEL, PREDICTION
+from workers import queues
 from workers.drift import data_drift
 from workers.drift.cbpe import BINARY_METRICS, estimate_classifier_metrics
 from workers.drift.data_quality import data_quality
@@ -56,7 +57,6 @@ from workers.drift.result import (
     metrics_read,
 )
 from workers.drift.summary import ColumnType
-from workers import queues
 from workers.drift.thresholds import MIN_BAND_CHUNKS
 
 logger = logging.getLogger(__name__)
