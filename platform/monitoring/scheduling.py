@@ -63,9 +63,12 @@ def checks_dispatch_due(*, now: datetime | None = None) -> int:
 
 
 def checks_reap_stuck(*, now: datetime | None = None) -> int:
-    """Re-enqueue checks stuck in running (their worker died); the task re-claims them by CAS."""
+    """Re-enqueue checks stuck in running (their worker died) or queued (their message was lost);
+    the task re-claims them by CAS."""
     now = now or timezone.now()
-    stuck = QualityCheck.objects.filter(state=CheckState.RUNNING, started_at__lt=now - stale_after())
+    stuck = QualityCheck.objects.filter(
+        state__in=[CheckState.RUNNING, CheckState.QUEUED], started_at__lt=now - stale_after()
+    )
     count = 0
     for check in stuck:
         if check.attempts >= MAX_ATTEMPTS:
@@ -80,7 +83,9 @@ def checks_reap_stuck(*, now: datetime | None = None) -> int:
             )
             continue
         enqueue(queues.CHECK_MODEL, args=[check.model_id, check.window_spec, check.window_end.isoformat()])
-        logger.warning("reaper: check=%s model=%s stuck in running, re-enqueued", check.pk, check.model_id)
+        logger.warning(
+            "reaper: check=%s model=%s stuck in %s, re-enqueued", check.pk, check.model_id, check.state
+        )
         count += 1
     return count
 

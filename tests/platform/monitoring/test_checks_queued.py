@@ -8,9 +8,14 @@ from typing import Any
 
 import pytest
 from django.db import connection
+from django.utils import timezone
 from rest_framework.test import APIClient
 
-from monitoring.models import QualityCheck
+from monitoring.checks import stale_after
+from monitoring.models import CheckState, QualityCheck
+from monitoring.scheduling import checks_reap_stuck
+from monitoring.window import range_window
+from registry.models import RegisteredModel
 from tests.clock import T0
 from tests.platform.monitoring.factories import monitored_model, rows, send
 
@@ -107,3 +112,31 @@ def test_a_check_of_another_model_is_not_found_under_this_one(
     queued = client_for("ingest").post("/api/v1/models/sea/checks", WINDOW, format="json").json()
     assert client_for("read").get(f"/api/v1/models/sea/checks/{queued['id']}").status_code == 200
     assert client_for("read").get(f"/api/v1/models/other/checks/{queued['id']}").status_code == 404
+
+
+def test_a_queued_check_whose_message_was_lost_is_requeued_by_the_reaper_and_done(
+    celery_worker: object, client_for: Callable[[str], APIClient]
+) -> None:
+    sea("sea")
+    window = range_window(T0, T0 + timedelta(minutes=5))
+    long_ago = timezone.now() - stale_after() - timedelta(minutes=1)
+    lost = QualityCheck.objects.create(
+        model=RegisteredModel.objects.get(name="sea"),
+        window_spec=window.spec,
+        window_start=T0,
+        window_end=window.end,
+        state=CheckState.QUEUED,
+        started_at=long_ago,
+    )  # as check_enqueue leaves it, but no message was ever sent
+    fresh = QualityCheck.objects.create(
+        model=lost.model,
+        window_spec="24h",
+        window_start=T0,
+        window_end=window.end,
+        state=CheckState.QUEUED,
+        started_at=timezone.now(),
+    )  # queued a moment ago: its message is still on its way
+    assert checks_reap_stuck() == 1
+    done = poll(client_for("read"), f"/api/v1/models/sea/checks/{lost.pk}")
+    assert (done["state"], done["n_samples"]) == ("done", 300), done.get("error")
+    assert QualityCheck.objects.get(pk=fresh.pk).state == CheckState.QUEUED
