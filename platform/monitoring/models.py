@@ -155,6 +155,11 @@ class MonitoringPolicy(models.Model):
     segment_limit = models.PositiveIntegerField(
         default=5, help_text="values per segment feature (top by volume); the rest is 'other'"
     )
+    payload_retention_days = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="raw payloads (features) older than this many days are dropped; empty or 0: kept",
+    )
     notify_emails = models.TextField(blank=True, help_text="comma-separated")
     webhook_url = models.URLField(blank=True)
     webhook_secret = models.CharField(max_length=200, blank=True, help_text="HMAC-SHA256 key")
