@@ -24,6 +24,9 @@ class SamplePart(models.Model):
     retired_at = models.DateTimeField(
         null=True, blank=True, help_text="replaced by a compacted part; its file goes after a grace"
     )
+    payload_dropped = models.BooleanField(
+        default=False, help_text="rewritten by retention without the features (null); predictions kept"
+    )
 
     class Meta:
         indexes = [models.Index(fields=["model", "bucket"], name="part_model_bucket")]

@@ -10,6 +10,14 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.AddField(
+            model_name="samplepart",
+            name="payload_dropped",
+            field=models.BooleanField(
+                default=False,
+                help_text="rewritten by retention without the features (null); predictions kept",
+            ),
+        ),
+        migrations.AddField(
             model_name="monitoringpolicy",
             name="payload_retention_days",
             field=models.PositiveIntegerField(

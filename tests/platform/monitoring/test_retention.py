@@ -7,6 +7,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from rest_framework.test import APIClient
 
@@ -18,6 +19,7 @@ from monitoring.store.retention import NEED_FEATURES, NEED_PREDICTIONS, payloads
 from monitoring.store.source import ColumnarSampleSource
 from monitoring.window import range_window
 from registry.models import RegisteredModel
+from registry.reference import LABEL, PREDICTION
 from tests.clock import NOW, T0, at
 from tests.platform.monitoring.factories import monitored_model, rows, send
 
@@ -59,24 +61,35 @@ def test_no_retention_keeps_every_payload(days: int | None) -> None:
     assert not PredictionSample.objects.filter(model=model, features={}).exists()
 
 
-def test_columnar_parts_past_retention_are_retired_then_their_files_collected(columnar: Path) -> None:
+def test_columnar_parts_past_retention_lose_their_features_and_old_files_are_collected(
+    columnar: Path,
+) -> None:
     model = _model(2)
     old_parts = list(SamplePart.objects.filter(model=model, bucket__lt=FRESH - timedelta(days=1)))
     assert old_parts and SamplePart.objects.filter(model=model).count() > len(old_parts)
+    before = ColumnarSampleSource().load(model=model, window=WindowBounds(None, NOW)).arrays
     assert payloads_expire() == len(old_parts)
-    old = PredictionSample.objects.filter(model=model, sample_id__startswith="old")
-    assert old.count() == 250 and not old.filter(part__isnull=False).exists()  # index rows kept
-    assert not PredictionSample.objects.filter(model=model, sample_id__startswith="new", part=None).exists()
+    assert payloads_expire() == 0  # the rewritten parts are not rewritten again
     files = {p.name for p in old_parts}
     parts_collect(now=NOW + timedelta(days=1))  # past the grace
     assert not SamplePart.objects.filter(name__in=files).exists()
     assert not any((columnar / name).exists() for name in files)
-    loaded = ColumnarSampleSource().load(model=model, window=WindowBounds(None, NOW)).arrays
-    assert sorted(loaded["sample_id"]) == sorted(f"new{i}" for i in range(250))
-    assert GroundTruth.objects.filter(model=model).count() == 500
+    assert PredictionSample.objects.filter(model=model, part__payload_dropped=True).count() == 250
+    after = ColumnarSampleSource().load(model=model, window=WindowBounds(None, NOW)).arrays
+    old = np.char.startswith(after["sample_id"].astype(str), "old")
+    assert len(after["sample_id"]) == 500 and old.sum() == 250  # index rows, predictions, labels kept
+    x1 = after["x1"].astype(float)
+    assert np.isnan(x1[old]).all() and not np.isnan(x1[~old]).any()
+    assert all(v is None for v in after["segment"][old])
+    for name in ("sample_id", PREDICTION, LABEL):
+        assert sorted(map(str, after[name])) == sorted(map(str, before[name]))
 
 
-def test_a_check_past_retention_runs_only_what_needs_no_raw_features() -> None:
+@pytest.mark.parametrize("store", ["relational", "columnar"])
+def test_a_check_past_retention_runs_only_what_needs_no_raw_features(
+    settings: Any, tmp_path: Path, store: str
+) -> None:
+    settings.MEDIA_ROOT, settings.DRIFTWATCH_SAMPLE_SOURCE = str(tmp_path), store
     model = _model(2)
     payloads_expire()
     check = QualityCheck.objects.get(
