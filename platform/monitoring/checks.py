@@ -251,13 +251,17 @@ def check_compute(
     raw_features: bool = True,
 ) -> CheckResultDict:
     """Pure computation over a loaded window: metrics, estimate, drift, data quality, decisions.
-    Without ``raw_features`` (some were dropped by retention) no input drift or data quality."""
+    Without ``raw_features`` (some were dropped by retention) no input drift, data quality or
+    regression estimate."""
     frame = window.frame
     enough = len(frame) >= policy.min_samples
     realised = _realised(model, policy, frame)
     measures: Measures = {
         "metrics": realised["metrics"],
-        "estimated": _estimate(model, frame, reference, policy.metric) if enough else {},
+        # DLE (regression) estimates from the features; CBPE from the probabilities alone.
+        "estimated": _estimate(model, frame, reference, policy.metric)
+        if enough and (raw_features or model.is_classification)
+        else {},
         "drift": {},
         "prediction_drift": {},
         "data_quality": {},

@@ -26,7 +26,7 @@ from monitoring.store.parts import FEATURE, hour_of, part_read, part_write
 logger = logging.getLogger(__name__)
 HOUR = timedelta(hours=1)
 # What a window past retention can and cannot run.
-NEED_FEATURES = ["input drift", "data quality", "multivariate drift", "segments"]
+NEED_FEATURES = ["input drift", "data quality", "multivariate drift", "segments", "regression estimate (DLE)"]
 NEED_PREDICTIONS = ["realised metrics", "prediction drift"]
 
 

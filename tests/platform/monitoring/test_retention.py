@@ -99,6 +99,7 @@ def test_a_check_past_retention_runs_only_what_needs_no_raw_features(
     assert (note["skipped"], note["run"], note["retention_days"]) == (NEED_FEATURES, NEED_PREDICTIONS, 2)
     assert check.drift == {} and check.n_samples == 500
     assert check.metrics["accuracy"] > 0.5 and check.prediction_drift  # from predictions + labels
+    assert check.estimated  # CBPE needs only the probabilities
     fresh = QualityCheck.objects.get(
         pk=quality_check_run(model_id=model.pk, window=range_window(FRESH, NOW)).pk
     )
