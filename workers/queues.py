@@ -33,6 +33,7 @@ RETRAIN_PLACE = "driftwatch.retraining.place_jobs"
 OUTBOX_FLUSH = "driftwatch.system.outbox_flush"
 PARTS_COMPACT = "driftwatch.store.compact_parts"
 PARTS_COLLECT = "driftwatch.store.collect_parts"
+PAYLOADS_EXPIRE = "driftwatch.store.expire_payloads"
 
 # Where each task goes; a task not listed goes to DEFAULT.
 ROUTES: dict[str, str] = {

@@ -13,6 +13,7 @@ from monitoring.policy import (
     BOOLEANS,
     DRIFT_METHOD_FIELDS,
     INTEGERS,
+    NULLABLE,
     NUMBERS,
     POLICY_FIELDS,
     ThresholdRule,
@@ -22,7 +23,6 @@ from monitoring.policy import (
 )
 
 INTEGER_TEXT = re.compile(r"[+-]?\d+")
-NULLABLE = {"baseline"}  # an empty box clears it
 CHOICE_FIELDS = {
     "window_kind",
     "metric",
@@ -87,11 +87,11 @@ def _value(name: str, text: str) -> Any:
     """Posted text as the JSON value it spells; text that spells none stays text, which the
     policy's validation then refuses as the API refuses a string there."""
     text = text.strip()
+    if name in NULLABLE and text == "":
+        return None  # an empty box clears it
     if name in INTEGERS:
         return int(text) if INTEGER_TEXT.fullmatch(text) else text
     if name in NUMBERS:
-        if name in NULLABLE and text == "":
-            return None
         try:
             return float(text)
         except ValueError:

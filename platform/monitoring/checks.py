@@ -25,6 +25,7 @@ from monitoring.reference import ReferenceState, drift_columns, reference_band, 
 from monitoring.segments import segments_compute, segments_realised_refresh
 from monitoring.selectors import policy_for
 from monitoring.sequential import DetectorUpdate, detector_feed
+from monitoring.store.retention import retention_note
 from monitoring.window import (
     Window,
     WindowSpec,
@@ -200,7 +201,14 @@ def _compute_into(row: QualityCheck, model: RegisteredModel, spec: WindowSpec) -
         _store_skipped(row, window, reason=skip_reason(spec))
         return
     reference = reference_state(model=model)
-    result = check_compute(model=model, policy=policy, window=window, reference=reference)
+    # A window reaching before the retention cutoff has no raw features there: only what needs
+    # predictions and labels runs, and the check says so.
+    retention = retention_note(policy, window.start)
+    result = check_compute(
+        model=model, policy=policy, window=window, reference=reference, raw_features=retention is None
+    )
+    if retention is not None:
+        result["data_quality"] = {**result["data_quality"], "retention": retention}
     distributions = result.pop("distributions", {})
     champion = ModelVersion.objects.filter(model=model, status=VersionStatus.CHAMPION).first()
     fields: dict[str, Any] = {
@@ -211,7 +219,9 @@ def _compute_into(row: QualityCheck, model: RegisteredModel, spec: WindowSpec) -
         "skipped_reason": "",
         "finished_at": timezone.now(),
         # The same computation once per segment value (monitoring.segments wraps it).
-        "segments": segments_compute(
+        "segments": {}
+        if retention is not None
+        else segments_compute(
             compute=check_compute, model=model, policy=policy, window=window, reference=reference
         ),
     }
@@ -273,15 +283,25 @@ def _sequential_decision(decisions: Decisions, update: DetectorUpdate) -> None:
 
 
 def check_compute(
-    *, model: RegisteredModel, policy: MonitoringPolicy, window: Window, reference: ReferenceState | None
+    *,
+    model: RegisteredModel,
+    policy: MonitoringPolicy,
+    window: Window,
+    reference: ReferenceState | None,
+    raw_features: bool = True,
 ) -> CheckResultDict:
-    """Pure computation over a loaded window: metrics, estimate, drift, data quality, decisions."""
+    """Pure computation over a loaded window: metrics, estimate, drift, data quality, decisions.
+    Without ``raw_features`` (some were dropped by retention) no input drift, data quality or
+    regression estimate."""
     frame = window.frame
     enough = len(frame) >= policy.min_samples
     realised = _realised(model, policy, frame)
     measures: Measures = {
         "metrics": realised["metrics"],
-        "estimated": _estimate(model, frame, reference, policy.metric) if enough else {},
+        # DLE (regression) estimates from the features; CBPE from the probabilities alone.
+        "estimated": _estimate(model, frame, reference, policy.metric)
+        if enough and (raw_features or model.is_classification)
+        else {},
         "drift": {},
         "prediction_drift": {},
         "data_quality": {},
@@ -290,8 +310,11 @@ def check_compute(
     if reference is not None and len(frame):
         columns = {n: t for n, t in drift_columns(model, frame).items() if n in reference.summary.columns}
         features = {n: t for n, t in columns.items() if n != PREDICTION}
-        measures["data_quality"] = data_quality(frame, features, categories=reference.summary.categories())
-        if enough:
+        if raw_features:
+            measures["data_quality"] = data_quality(
+                frame, features, categories=reference.summary.categories()
+            )
+        if enough and raw_features:
             drift = data_drift(
                 reference.summary,
                 frame,
@@ -304,10 +327,12 @@ def check_compute(
             if reference.multivariate is not None:
                 drift["multivariate"] = multivariate_drift(reference.multivariate, frame)
             measures["drift"] = drift
-            if PREDICTION in columns:
-                pred = data_drift(reference.summary, frame, {PREDICTION: columns[PREDICTION]})
-                measures["prediction_drift"] = pred.columns[PREDICTION].to_dict()
-            distributions = _distributions(reference, frame, columns)
+        if enough and PREDICTION in columns:
+            pred = data_drift(reference.summary, frame, {PREDICTION: columns[PREDICTION]})
+            measures["prediction_drift"] = pred.columns[PREDICTION].to_dict()
+        if enough:
+            kept = columns if raw_features else {n: t for n, t in columns.items() if n == PREDICTION}
+            distributions = _distributions(reference, frame, kept)
     _pair_estimate(measures["estimated"], measures["metrics"])
     out: CheckResultDict = {
         "n_samples": int(len(frame)),

@@ -24,6 +24,9 @@ class SamplePart(models.Model):
     retired_at = models.DateTimeField(
         null=True, blank=True, help_text="replaced by a compacted part; its file goes after a grace"
     )
+    payload_dropped = models.BooleanField(
+        default=False, help_text="rewritten by retention without the features (null); predictions kept"
+    )
 
     class Meta:
         indexes = [models.Index(fields=["model", "bucket"], name="part_model_bucket")]
@@ -154,6 +157,11 @@ class MonitoringPolicy(models.Model):
     )
     segment_limit = models.PositiveIntegerField(
         default=5, help_text="values per segment feature (top by volume); the rest is 'other'"
+    )
+    payload_retention_days = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="raw payloads (features) older than this many days are dropped; empty or 0: kept",
     )
     notify_emails = models.TextField(blank=True, help_text="comma-separated")
     webhook_url = models.URLField(blank=True)

@@ -61,6 +61,7 @@ POLICY_FIELDS = [
     "sequential_detector",
     "auto_retrain",
     "segment_limit",
+    "payload_retention_days",
 ]
 # Fields the API reads and writes beside those (the page's form has no input for a JSON list).
 JSON_FIELDS = ["segments"]
@@ -77,6 +78,7 @@ INTEGERS = {
     "resolve_after": 1,
     "cooldown_minutes": 0,
     "segment_limit": SEGMENT_LIMIT_RANGE[0],
+    "payload_retention_days": 0,
 }
 MAX_INTEGER = 2_147_483_647  # PositiveIntegerField's column
 # Upper bounds of every duration and count: past them a window's datetime arithmetic overflows
@@ -84,6 +86,9 @@ MAX_INTEGER = 2_147_483_647  # PositiveIntegerField's column
 MINUTES_PER_YEAR = 366 * 24 * 60
 MAX_WINDOW_HOURS = 366 * 24
 MAX_WINDOW_SAMPLES = 1_000_000
+MAX_RETENTION_DAYS = 100 * 366  # past it the cutoff's datetime arithmetic overflows soon enough
+# Fields whose null is a value (baseline: none set; payload_retention_days: keep forever).
+NULLABLE = {"baseline", "payload_retention_days"}
 UPPER = {
     "window_size": MAX_WINDOW_SAMPLES,
     "check_every_minutes": MINUTES_PER_YEAR,
@@ -94,6 +99,7 @@ UPPER = {
     "resolve_after": 100,
     "cooldown_minutes": MINUTES_PER_YEAR,
     "segment_limit": SEGMENT_LIMIT_RANGE[1],
+    "payload_retention_days": MAX_RETENTION_DAYS,
 }
 NUMBERS = {"tolerance", "relative_tolerance", "band_sigmas", "baseline", "drift_share"}
 # field -> the feature type whose drift method it picks, from the methods that type declares
@@ -121,13 +127,15 @@ def _type_error(field: str, value: Any) -> str | None:
     if field in BOOLEANS:
         return None if isinstance(value, bool) else "must be true or false"
     if field in INTEGERS:
+        if value is None and field in NULLABLE:
+            return None
         if isinstance(value, bool) or not isinstance(value, int):
             return "must be an integer"
         if not INTEGERS[field] <= value <= MAX_INTEGER:
             return f"must be between {INTEGERS[field]} and {MAX_INTEGER}"
         return None
     if field in NUMBERS:
-        if value is None and field == "baseline":
+        if value is None and field in NULLABLE:
             return None
         if isinstance(value, bool) or not isinstance(value, int | float):
             return "must be a number"

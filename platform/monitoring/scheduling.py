@@ -26,6 +26,7 @@ BEAT_TASKS: BeatTasks = {
     # The columnar store (a no-op with the relational one: no parts).
     "driftwatch: compact sample parts": (queues.PARTS_COMPACT, 600),
     "driftwatch: delete orphaned sample parts": (queues.PARTS_COLLECT, 3600),
+    "driftwatch: drop payloads past retention": (queues.PAYLOADS_EXPIRE, 3600),
 }
 
 

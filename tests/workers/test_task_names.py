@@ -17,6 +17,7 @@ PINNED = {
     (monitoring, "render_report"): "driftwatch.checks.render_report",
     (monitoring, "compact_parts"): "driftwatch.store.compact_parts",
     (monitoring, "collect_parts"): "driftwatch.store.collect_parts",
+    (monitoring, "expire_payloads"): "driftwatch.store.expire_payloads",
     (retraining, "run_retrain_job"): "driftwatch.retraining.run_job",
     (retraining, "retrain_jobs_from_alerts"): "driftwatch.retraining.jobs_from_alerts",
     (retraining, "reap_stale_retrain_jobs"): "driftwatch.retraining.reap_stale",

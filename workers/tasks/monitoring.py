@@ -14,6 +14,7 @@ from monitoring.reports import check_report_render, reports_reap_stuck
 from monitoring.scheduling import checks_dispatch_due, checks_reap_stuck
 from monitoring.store.collect import parts_collect
 from monitoring.store.compaction import parts_compact_due
+from monitoring.store.retention import payloads_expire
 from monitoring.window import parse_window_spec
 from workers import queues
 from workers.tasks.base import instrumented_task
@@ -44,6 +45,11 @@ def compact_parts() -> int:
 @instrumented_task(queues.PARTS_COLLECT)
 def collect_parts() -> int:
     return parts_collect()
+
+
+@instrumented_task(queues.PAYLOADS_EXPIRE)
+def expire_payloads() -> int:
+    return payloads_expire()
 
 
 @instrumented_task(queues.CHECK_MODEL, bind=True)
