@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("monitoring", "0018_col_sample_parts"),
+        ("monitoring", "0019_async_check_queued"),
     ]
 
     operations = [
