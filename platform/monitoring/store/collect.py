@@ -11,7 +11,7 @@ from django.core.files.storage import default_storage
 from django.utils import timezone
 
 from monitoring.models import SamplePart
-from monitoring.store.parts import PREFIX
+from monitoring.store.parts import PREFIX, part_written_at
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +39,8 @@ def parts_collect(*, now: datetime | None = None) -> int:
         logger.info("parts: retired part=%s model=%s deleted", part.name, part.model_id)
         deleted += 1
     for name in _files(PREFIX):
-        if default_storage.get_modified_time(name) >= before:
+        written = part_written_at(name) or default_storage.get_modified_time(name)
+        if written >= before:
             continue  # a request in flight may be about to commit it
         if not SamplePart.objects.filter(name=name).exists():
             default_storage.delete(name)

@@ -9,7 +9,7 @@ value, what the relational source's SQL hands that type's ``column`` too).
 
 import uuid
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -18,6 +18,7 @@ import pandas as pd
 import pyarrow as pa
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
+from django.utils import timezone
 
 from monitoring.validation import CleanSample
 from registry.schema import Schema
@@ -93,7 +94,17 @@ def hour_of(value: datetime) -> datetime:
 
 
 def part_name(model_id: int, bucket: datetime) -> str:
-    return f"{PREFIX}/{model_id}/{bucket:%Y%m%d%H}/{uuid.uuid4().hex}.arrow"
+    """``<prefix>/<model>/<hour>/<written, ms since the epoch>-<uuid>.arrow``: the write time in
+    the name is the platform's own clock, which the collector's grace is measured against (a
+    storage's modified time is another clock: S3's, a file server's)."""
+    written = int(timezone.now().timestamp() * 1000)
+    return f"{PREFIX}/{model_id}/{bucket:%Y%m%d%H}/{written}-{uuid.uuid4().hex}.arrow"
+
+
+def part_written_at(name: str) -> datetime | None:
+    """The write time a part's name carries; None for a name without one."""
+    stem = name.rsplit("/", 1)[-1].split("-", 1)[0]
+    return datetime.fromtimestamp(int(stem) / 1000, tz=UTC) if stem.isdigit() else None
 
 
 def table_bytes(table: pa.Table) -> bytes:
