@@ -72,11 +72,7 @@ def _load(reference_id: int, summary_name: str) -> ReferenceState:
     if "edges" in stored:
         # Stored before per-class calibration (it scored the argmax): refit from the rows.
         stored = _calibration(model, frame) or {}
-    calibrator = ClassCalibrator.from_dict(stored) if "maps" in stored else None
-    unavailable = stored.get("unavailable")
-    if calibrator is not None and calibrator.is_constant:
-        # Fitted before degenerate references were refused: a constant map estimates a constant.
-        calibrator, unavailable = None, "the calibration maps every confidence to one value"
+    calibrator, unavailable = _calibrator(stored)
     return ReferenceState(
         reference.pk,
         reference.rows,
@@ -100,8 +96,8 @@ def reference_band(*, reference: ReferenceState, metric: str, chunk_size: int, s
 @functools.lru_cache(maxsize=128)
 def _band(reference_id: int, summary_name: str, metric: str, chunk_size: int, sigmas: float) -> Band | None:
     # Keyed like _load, plus the chunk size: an hours window's size is its own sample count.
-    reference = ReferenceDataset.objects.get(pk=reference_id)
-    frame, model = _frame(reference), reference.model
+    model = ReferenceDataset.objects.select_related("model").get(pk=reference_id).model
+    frame = _cached_frame(reference_id, summary_name)
     if chunk_size * 2 > len(frame) or LABEL not in frame.columns:
         return None  # not even two windows: no variability to learn (and no rows read twice)
     return band_of(
@@ -116,6 +112,16 @@ def chunk_metric(model: RegisteredModel, frame: pd.DataFrame, metric: str) -> fl
     if value is None and metric == "mse" and (rmse := metrics.value("rmse")) is not None:
         return rmse * rmse
     return value
+
+
+def _calibrator(stored: dict[str, Any]) -> tuple[ClassCalibrator | None, str | None]:
+    """A stored (or freshly fitted) calibration as the estimator uses it, and why it cannot be."""
+    calibrator = ClassCalibrator.from_dict(stored) if "maps" in stored else None
+    unavailable = stored.get("unavailable")
+    if calibrator is not None and calibrator.is_constant:
+        # Fitted before degenerate references were refused: a constant map estimates a constant.
+        calibrator, unavailable = None, "the calibration maps every confidence to one value"
+    return calibrator, unavailable
 
 
 def _frame(reference: ReferenceDataset) -> pd.DataFrame:
@@ -191,11 +197,7 @@ def reference_state_of_rows(
 ) -> ReferenceState:
     """A reference state fitted on some of the reference's rows (one segment), as the whole
     reference's is; the caller caches it."""
-    calibration = _calibration(model, frame) or {}
-    calibrator = ClassCalibrator.from_dict(calibration) if "maps" in calibration else None
-    unavailable = calibration.get("unavailable")
-    if calibrator is not None and calibrator.is_constant:
-        calibrator, unavailable = None, "the calibration maps every confidence to one value"
+    calibrator, unavailable = _calibrator(_calibration(model, frame) or {})
     return ReferenceState(
         reference_id,
         int(len(frame)),
