@@ -366,6 +366,8 @@ if REDIS_URL:
 else:
     BROKER_DIR = VAR_DIR / "broker"
     CELERY_BROKER_URL = "filesystem://"
+    # kombu's filesystem channel with its two multi-process races closed (driftwatch.broker_transport).
+    CELERY_BROKER_TRANSPORT = "driftwatch.broker_transport:Transport"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(BROKER_DIR / "queue"),
         "data_folder_out": str(BROKER_DIR / "queue"),
