@@ -37,11 +37,12 @@ class JobCheckpoints:
                     return bytes(handle.read())
         return None
 
+    def due(self) -> bool:
+        # Saved recently: an epoch of milliseconds neither builds nor writes a checkpoint each time.
+        return self.saved_at is None or time.monotonic() - self.saved_at >= self.every
+
     def save(self, raw: bytes) -> None:
-        now = time.monotonic()
-        if self.saved_at is not None and now - self.saved_at < self.every:
-            return  # saved recently: an epoch of milliseconds does not write a file each time
-        self.saved_at = now
+        self.saved_at = time.monotonic()
         # Written beside, then swapped in: a kill mid-save leaves the previous checkpoint whole
         # (a torn file fails to load and the run starts over, never resumes from garbage).
         if default_storage.exists(f"{self.path}.new"):

@@ -42,6 +42,7 @@ from workers.training.recipes import Recipe
 logger = logging.getLogger(__name__)
 
 OOM_REPLAN_FACTOR = 0.5  # a retry after an OOM plans against half the failed plan's estimate
+PROGRESS_SECONDS = 1.0  # the least time between two progress writes of a running job
 
 
 def _move(job: RetrainJob, old: str, new: str, **fields: Any) -> bool:
@@ -259,10 +260,13 @@ def _train(
         try:
             watch.start(recipe.epochs)
             with placement_guard(job.pk, prepared, plan):
-                result = engine.train(
-                    recipe, prepared, plan, should_cancel=watch.should_cancel, on_progress=watch.progress,
-                    memory_cap_bytes=int(cap) if cap else None, checkpoints=checkpoints,
-                )  # fmt: skip
+                try:
+                    result = engine.train(
+                        recipe, prepared, plan, should_cancel=watch.should_cancel, on_progress=watch.progress,
+                        memory_cap_bytes=int(cap) if cap else None, checkpoints=checkpoints,
+                    )  # fmt: skip
+                finally:
+                    watch.flush()  # the last epochs' progress, however the run ended
             break
         except engine.TrainingOutOfMemory as exc:
             _record_oom(job, exc)
@@ -298,8 +302,9 @@ def _record_oom(job: RetrainJob, exc: engine.TrainingOutOfMemory) -> None:
 
 
 class _Watch:
-    """Heartbeat, cancellation and progress, written at most every HEARTBEAT seconds (progress:
-    once per epoch, with the losses so far, for the dashboard's progress bar and loss curve)."""
+    """Heartbeat and cancellation, checked at most every HEARTBEAT seconds, and progress (every
+    epoch's losses and peaks, for the dashboard's progress bar and loss curve), written at most
+    every PROGRESS_SECONDS."""
 
     def __init__(self, job_id: int, plan: engine.TrainingPlan) -> None:
         self.job_id = job_id
@@ -309,6 +314,8 @@ class _Watch:
         self.last = 0.0
         self.epochs = 0
         self.history: list[list[float | None]] = []
+        self.latest: engine.Progress | None = None
+        self.written = 0.0
 
     def start(self, epochs: int) -> None:
         """Before an attempt (an OOM retry starts over): epoch 0 of ``epochs``."""
@@ -325,22 +332,32 @@ class _Watch:
         return bool(RetrainJob.objects.filter(pk=self.job_id, cancel_requested=True).exists())
 
     def progress(self, p: engine.Progress) -> None:
-        loss, val_loss = _finite(p.loss), _finite(p.val_loss)
-        self.history.append([p.epoch, loss, val_loss])
+        """Recorded every epoch, written at most every PROGRESS_SECONDS (and at the end: ``flush``):
+        a run of thousands of millisecond epochs would otherwise rewrite its growing history each time."""
+        self.history.append([p.epoch, _finite(p.loss), _finite(p.val_loss)])
+        self.peaks.append([p.epoch, self.plan.estimated_bytes, p.measured_peak_bytes])
+        self.latest = p
+        if time.monotonic() - self.written >= PROGRESS_SECONDS:
+            self.flush()
+
+    def flush(self) -> None:
+        p, self.latest = self.latest, None
+        if p is None:
+            return
         progress: JobProgress = {
             "epoch": p.epoch,
             "epochs": p.epochs or self.epochs,
             "step": p.step,
-            "loss": loss,
-            "val_loss": val_loss,
+            "loss": _finite(p.loss),
+            "val_loss": _finite(p.val_loss),
             "history": list(self.history),
             "steps_per_epoch": p.steps_per_epoch,
             "steps_per_second": _finite(p.steps_per_second),
             "eta_seconds": _eta(p, p.epochs or self.epochs),
-            "peaks": [*self.peaks, [p.epoch, self.plan.estimated_bytes, p.measured_peak_bytes]],
+            "peaks": list(self.peaks),
         }
-        self.peaks = progress["peaks"]
         RetrainJob.objects.filter(pk=self.job_id).update(heartbeat_at=timezone.now(), progress=progress)
+        self.written = time.monotonic()
 
 
 def _eta(p: engine.Progress, epochs: int) -> float | None:

@@ -26,6 +26,11 @@ class CheckpointStore(Protocol):
 
     def load(self) -> bytes | None: ...
 
+    def due(self) -> bool:
+        """Whether a checkpoint written now would be kept (asked before one is built: building one
+        copies the weights and optimizer state and serialises them)."""
+        ...
+
     def save(self, raw: bytes) -> None: ...
 
 
@@ -38,6 +43,9 @@ class MemoryStore:
 
     def load(self) -> bytes | None:
         return self.raw
+
+    def due(self) -> bool:
+        return True
 
     def save(self, raw: bytes) -> None:
         self.raw, self.saves = raw, self.saves + 1

@@ -474,7 +474,7 @@ def _resume(run: _Run) -> None:
 def _save_checkpoint(run: _Run) -> None:
     import torch  # lazy: see the package docstring
 
-    if run.checkpoints is None:
+    if run.checkpoints is None or not run.checkpoints.due():
         return
     state = asdict(run.state)
     state["epoch_rng"], state["best_state"] = run.state.epoch_rng, run.state.best_state  # as tensors
