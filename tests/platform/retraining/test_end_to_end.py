@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.core.files.storage import default_storage
 from django.db import connection
 from django.utils import timezone
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
@@ -25,6 +26,7 @@ from rest_framework.test import APIClient
 from core.services import api_token_create
 from monitoring import scheduling as monitoring_scheduling
 from monitoring.models import Alert, MonitoringPolicy, QualityCheck
+from retraining.checkpoints import JobCheckpoints
 from retraining.models import Decision, JobState, RetrainJob, RetrainPolicy
 from retraining.requests import job_request
 from retraining.scheduling import jobs_reap_stale
@@ -43,14 +45,16 @@ class Clock:
         return self.value
 
 
-def wait_for(condition: Callable[[], Any], timeout: float = 180, logs: list[Path] = ()) -> Any:  # type: ignore[assignment]
+def wait_for(
+    condition: Callable[[], Any], timeout: float = 180, logs: Sequence[Path] = (), poll: float = 0.5
+) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = condition()
         if value:
             return value
         connection.close()  # see other threads' and processes' commits
-        time.sleep(0.5)
+        time.sleep(poll)
     tails = "\n".join(p.read_text(errors="replace")[-3000:] for p in logs if p.exists())
     raise AssertionError(f"timed out waiting for the pipeline\n{tails}")
 
@@ -200,18 +204,25 @@ def test_a_killed_training_worker_is_reaped_and_the_job_completes(
     from workers.celery_app import app
 
     app.control.purge()
-    # Long enough to be seen running (80 epochs of this MLP train in 0.4 s on an idle machine), short
-    # enough for the second attempt under load: about 10 s idle.
-    slow = replace(RECIPE, epochs=2000, early_stopping_patience=0)
+    # 400 epochs of this MLP take about 2 s on an idle machine. The first worker is stopped (SIGSTOP,
+    # at once, from the poll that sees it) as soon as its first checkpoint is stored, so it cannot
+    # finish however fast it runs, then killed: no race on the machine's speed or load.
+    slow = replace(RECIPE, epochs=400, early_stopping_patience=0)
     model = drifted_model(recipe=slow)
     first = _worker_process(tmp_path / "worker1.log")
     try:
         job = job_request(model=model, trigger="admin")
-        wait_for(
-            lambda: RetrainJob.objects.filter(
-                pk=job.pk, state=JobState.RUNNING, progress__epoch__gte=1
-            ).first()
-        )
+        checkpoint = JobCheckpoints(job).path
+
+        def checkpointed() -> bool:
+            # Swapped in whole: written beside as .new, then copied over, then .new removed.
+            if not default_storage.exists(checkpoint) or default_storage.exists(f"{checkpoint}.new"):
+                return False
+            first.send_signal(signal.SIGSTOP)
+            return True
+
+        wait_for(checkpointed, poll=0.02)
+        assert RetrainJob.objects.filter(pk=job.pk, state=JobState.RUNNING).exists()
         first.send_signal(signal.SIGKILL)
         first.wait(timeout=30)
     finally:
@@ -223,7 +234,7 @@ def test_a_killed_training_worker_is_reaped_and_the_job_completes(
     try:
         done = wait_for(
             lambda: RetrainJob.objects.filter(pk=job.pk, state=JobState.SUCCEEDED).first(),
-            timeout=900,  # 2,000 epochs: about 17 s idle, past 300 s at a load of 11 on two cores
+            timeout=900,  # 400 epochs: about 2 s idle; torch's threads spin for minutes on an oversubscribed machine
             logs=[tmp_path / "worker2.log"],
         )
     finally:
