@@ -80,14 +80,18 @@ def clean_features(value: Any, row: int, errors: Collector, schema: Schema) -> d
     for name in value.keys() - types.keys():
         errors.add(row, f"features.{name}", "unknown feature (not in the model's schema)")
         ok = False
+    kinds = schema.feature_kinds
+    # An absent key is refused (a renamed or dropped field is a broken feed), except for a
+    # feature registered with "missing": "allow", whose absent value is a missing one.
     for name in types.keys() - value.keys():
-        errors.add(row, f"features.{name}", "missing feature (send null for a missing value)")
-        ok = False
+        if not (MISSING in kinds[name].options and kinds[name].allows_missing):
+            errors.add(row, f"features.{name}", "missing feature (send null for a missing value)")
+            ok = False
     if not ok:
         return None
     clean: dict[str, Any] = {}
-    for name, kind in schema.feature_kinds.items():
-        item = value[name]
+    for name, kind in kinds.items():
+        item = value.get(name)
         if item is None:
             if not kind.allows_missing:
                 errors.add(row, f"features.{name}", _refused_missing(kind))
