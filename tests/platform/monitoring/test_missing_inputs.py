@@ -86,8 +86,11 @@ def _post(api: APIClient, samples: list[dict[str, Any]]) -> Any:
 
 @pytest.mark.django_db
 def test_the_missing_option_is_kept_in_the_model_schema(client_for: Callable[[str], APIClient]) -> None:
-    assert client_for("ingest").post("/api/v1/models", MODEL, format="json").status_code == 201
+    response = client_for("ingest").post("/api/v1/models", MODEL, format="json")
+    assert response.status_code == 201
     assert RegisteredModel.objects.get(name=NAME).features == FEATURES
+    assert response.json()["features"] == FEATURES
+    assert client_for("read").get(f"/api/v1/models/{NAME}").json()["features"] == FEATURES
 
 
 @pytest.mark.parametrize(
