@@ -19,6 +19,7 @@ from rest_framework.test import APIClient
 from monitoring.models import MonitoringPolicy, PredictionSample, QualityCheck, SamplePart
 from monitoring.reference import reference_state
 from monitoring.samples import WindowBounds, sample_source
+from monitoring.store.compaction import parts_compact_due
 from monitoring.store.parts import FEATURE, part_read
 from registry.models import ReferenceDataset, RegisteredModel
 from tests.clock import at, iso
@@ -305,3 +306,22 @@ def test_a_check_tests_the_present_rows_and_reports_the_missing_share(
     assert "Broken feed: emb: 30.0% missing (&gt; 20%)" in page
     assert '<tr><td>emb</td><td class="n">30.0%</td>' in page
     assert '<tr><td>review</td><td class="n">10.0%</td>' in page
+
+
+@pytest.mark.django_db
+def test_compaction_keeps_missing_vectors_missing(
+    client_for: Callable[[str], APIClient], settings: Any, tmp_path: Path
+) -> None:
+    settings.MEDIA_ROOT, settings.DRIFTWATCH_SAMPLE_SOURCE = str(tmp_path), "columnar"
+    api = client_for("ingest")
+    model = _registered(api)
+    for k in range(2):
+        samples = _samples(_rows(6, seed=5 + k), prefix=f"p{k}-")
+        samples[k]["features"]["emb"] = None
+        assert _post(api, samples).status_code == 200
+    window = WindowBounds(at(), at(hours=1))
+    before = sample_source("columnar").load(model=model, window=window).arrays
+    assert parts_compact_due() == 1
+    after = sample_source("columnar").load(model=model, window=window).arrays
+    assert sorted(after["sample_id"][[v is None for v in after["emb"]]]) == ["p0-0", "p1-1"]
+    assert sorted(map(str, after["sample_id"])) == sorted(map(str, before["sample_id"]))
