@@ -11,7 +11,7 @@ from typing import Any
 
 from core.errors import FieldError, InvalidInput
 from registry.models import RegisteredModel
-from workers.features import FeatureKind, InvalidValue, feature_type
+from workers.features import MISSING, FeatureKind, InvalidValue, feature_type
 from workers.features.categorical import MAX_CATEGORY_CHARS
 from workers.features.numerical import is_number
 
@@ -70,7 +70,8 @@ class Collector:
 
 
 def clean_features(value: Any, row: int, errors: Collector, schema: Schema) -> dict[str, Any] | None:
-    """Missing values are allowed as null; non-finite numbers count as missing (stored as null)."""
+    """Missing values are allowed as null where the feature's type (or its ``missing`` option)
+    allows them; non-finite numbers count as missing (stored as null)."""
     if not isinstance(value, dict):
         errors.add(row, "features", "required: an object of feature values")
         return None
@@ -79,19 +80,21 @@ def clean_features(value: Any, row: int, errors: Collector, schema: Schema) -> d
     for name in value.keys() - types.keys():
         errors.add(row, f"features.{name}", "unknown feature (not in the model's schema)")
         ok = False
+    kinds = schema.feature_kinds
+    # An absent key is refused (a renamed or dropped field is a broken feed), except for a
+    # feature registered with "missing": "allow", whose absent value is a missing one.
     for name in types.keys() - value.keys():
-        errors.add(row, f"features.{name}", "missing feature (send null for a missing value)")
-        ok = False
+        if not (MISSING in kinds[name].options and kinds[name].allows_missing):
+            errors.add(row, f"features.{name}", "missing feature (send null for a missing value)")
+            ok = False
     if not ok:
         return None
     clean: dict[str, Any] = {}
-    for name, kind in schema.feature_kinds.items():
-        item = value[name]
+    for name, kind in kinds.items():
+        item = value.get(name)
         if item is None:
             if not kind.allows_missing:
-                errors.add(
-                    row, f"features.{name}", f"required: a {kind.name} value (missing values are refused)"
-                )
+                errors.add(row, f"features.{name}", _refused_missing(kind))
                 ok = False
             clean[name] = None
             continue
@@ -101,6 +104,15 @@ def clean_features(value: Any, row: int, errors: Collector, schema: Schema) -> d
             errors.add(row, f"features.{name}", exc.message)
             ok = False
     return clean if ok else None
+
+
+def _refused_missing(kind: FeatureKind[Any]) -> str:
+    """The refusal names the option that would accept the value, where the type has it."""
+    article = "an" if kind.name[:1] in tuple("aeiou") else "a"
+    message = f"required: {article} {kind.name} value (missing values are refused"
+    if MISSING in kind.options:
+        message += f'; register the feature with "{MISSING}": "allow" to accept them'
+    return message + ")"
 
 
 def clean_target(

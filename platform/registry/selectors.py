@@ -42,7 +42,7 @@ class ModelDetail:
 
     name: str
     task: str
-    features: list[dict[str, str]]
+    features: list[dict[str, Any]]  # name, type and the type's options (dim, missing)
     classes: list[Any]
     description: str
     created_at: datetime

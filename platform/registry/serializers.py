@@ -6,6 +6,7 @@ from rest_framework import serializers
 
 from core.serializers import IsoDateTimeField
 from registry.models import ModelVersion, Task, feature_type_choices
+from workers.features.base import MISSING_CHOICES
 
 
 class FeatureTypeField(serializers.ChoiceField):
@@ -19,6 +20,13 @@ class FeatureTypeField(serializers.ChoiceField):
 class FeatureSerializer(serializers.Serializer):
     name = serializers.CharField()
     type = FeatureTypeField()
+    # A type's own options (FeatureKind.options), present only where the feature has them.
+    dim = serializers.IntegerField(required=False, help_text="embedding only: the vector's length")
+    missing = serializers.ChoiceField(
+        MISSING_CHOICES,
+        required=False,
+        help_text="embedding and text only: refuse (the default) or allow a null or absent value",
+    )
 
 
 class ModelIn(serializers.Serializer):

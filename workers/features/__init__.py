@@ -8,7 +8,7 @@ Built-ins: ``numerical``, ``categorical`` and ``embedding``. An unknown name rai
 everywhere (ingest, reference, checks, training), never a silent fallback. No Django imports.
 """
 
-from workers.features.base import DriftScore, Encoding, FeatureKind, InvalidValue
+from workers.features.base import MISSING, DriftScore, Encoding, FeatureKind, InvalidValue
 from workers.features.registry import (
     ColumnType,
     UnknownFeatureType,
@@ -21,6 +21,7 @@ from workers.features.registry import (
 )
 
 __all__ = [
+    "MISSING",
     "ColumnType",
     "DriftScore",
     "Encoding",

@@ -29,6 +29,23 @@ S = TypeVar("S")  # the type's reference summary of one column
 Encoding = Literal["number", "category"]
 
 
+# A feature option: "refuse" (the type's default where it lists the option) or "allow" (a null
+# value is stored as missing and reported as the data-quality section's missing share).
+MISSING = "missing"
+MISSING_CHOICES = ("refuse", "allow")
+
+
+def missing_option_errors(spec: Mapping[str, Any]) -> dict[str, str]:
+    """The ``missing`` option's error, by option name (none when absent or valid)."""
+    if MISSING in spec and spec[MISSING] not in MISSING_CHOICES:
+        return {MISSING: f"must be one of {', '.join(MISSING_CHOICES)}"}
+    return {}
+
+
+def missing_allowed(spec: Mapping[str, Any]) -> bool:
+    return spec.get(MISSING) == "allow"
+
+
 class InvalidValue(ValueError):
     """A value its type refuses; ``message`` is what the API returns for that row and field."""
 
@@ -57,7 +74,9 @@ class FeatureKind(ABC, Generic[S]):
     array_prefix: str = ""  # stored arrays are named f"{array_prefix}{suffix}:{column}"
     distribution_note: str | None = None  # shown under the drill-down's bars
     options: tuple[str, ...] = ()  # keys a feature of this type takes beside name and type
-    allows_missing = True  # False: a null value is refused at ingest, naming row and field
+    # False: a null value is refused at ingest, naming row and field. A type that refuses them
+    # may list MISSING in ``options`` and bind ``missing_allowed(spec)`` (a feature's own choice).
+    allows_missing = True
 
     # -- the feature's options (e.g. an embedding's dim)
     def option_errors(self, spec: Mapping[str, Any]) -> dict[str, str]:

@@ -2,8 +2,10 @@
 
 Registered as ``{"name": ..., "type": "embedding", "dim": D}`` (``MIN_DIM <= D <= MAX_DIM``). A
 value is a JSON list of D numbers; a wrong length, a non-number, NaN/Infinity or a missing value
-is refused naming the row and field. In a CSV reference it is one cell holding a JSON list, or D
-columns ``name[0]`` … ``name[D-1]``.
+is refused naming the row and field. With ``"missing": "allow"`` a null value is stored as
+missing instead (drift is tested on the present rows, the check's data quality reports the
+missing share); the other refusals stand. In a CSV reference it is one cell holding a JSON list,
+or D columns ``name[0]`` … ``name[D-1]``.
 
 Drift methods (the policy's ``embedding_drift_method`` picks one, see ``EMBEDDING_METHODS``):
 
@@ -39,7 +41,14 @@ from workers.drift.distribution import (
     psi,
 )
 from workers.drift.stats import StatTest
-from workers.features.base import DriftScore, FeatureKind, InvalidValue
+from workers.features.base import (
+    MISSING,
+    DriftScore,
+    FeatureKind,
+    InvalidValue,
+    missing_allowed,
+    missing_option_errors,
+)
 from workers.features.registry import register_feature_type
 
 MIN_DIM, MAX_DIM = 1, 4096
@@ -106,6 +115,10 @@ def _parsed(value: Any) -> Any:
         return json.loads(value)  # data only: JSON, never evaluated
     except ValueError:
         return None
+
+
+def _is_null(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def parsed_lists(texts: list[Any]) -> list[np.ndarray] | None:
@@ -338,21 +351,23 @@ class Embedding(FeatureKind[EmbeddingSummary]):
     summary_arrays = ("vectors", "mean", "components")
     array_prefix = "emb"
     distribution_note = "projection on the reference's first principal component"
-    options = ("dim",)
-    allows_missing = False
+    options = ("dim", MISSING)
 
-    def __init__(self, dim: int | None = None) -> None:
+    def __init__(self, dim: int | None = None, *, allows_missing: bool = False) -> None:
         self.dim = dim  # None: the registered, unbound type (checks lists of finite numbers)
+        self.allows_missing = allows_missing  # the feature's "missing" option; refused by default
 
     # -- the feature's own options
     def option_errors(self, spec: Mapping[str, Any]) -> dict[str, str]:
+        errors = missing_option_errors(spec)
         dim = spec.get("dim")
         if isinstance(dim, bool) or not isinstance(dim, int) or not MIN_DIM <= dim <= MAX_DIM:
-            return {"dim": f"required: an integer from {MIN_DIM} to {MAX_DIM}"}
-        return {}
+            errors["dim"] = f"required: an integer from {MIN_DIM} to {MAX_DIM}"
+        return errors
 
     def bind(self, spec: Mapping[str, Any]) -> Embedding:
-        return Embedding(int(spec["dim"])) if "dim" in spec else self
+        dim = int(spec["dim"]) if "dim" in spec else self.dim
+        return Embedding(dim, allows_missing=missing_allowed(spec))
 
     def split_columns(self, name: str) -> list[str]:
         return [f"{name}[{i}]" for i in range(self.dim or 0)]
@@ -390,12 +405,16 @@ class Embedding(FeatureKind[EmbeddingSummary]):
 
     # -- storage
     def column(self, values: pd.Series) -> pd.Series:
-        """Stored lists, arrays, or the JSON text a window's SQL extracts (parsed as JSON)."""
-        fast = parsed_lists(values.tolist())
+        """Stored lists, arrays, or the JSON text a window's SQL extracts (parsed as JSON; a
+        missing value comes back from it as None or NaN and stays None)."""
+        items = values.tolist()
+        present = [i for i, v in enumerate(items) if not _is_null(v)]
+        fast = parsed_lists([items[i] for i in present])
         if fast is not None:
-            series = pd.Series(index=values.index, dtype="object")
-            series[:] = fast
-            return series
+            out = np.full(len(items), None, dtype=object)
+            for i, vector in zip(present, fast, strict=True):
+                out[i] = vector
+            return pd.Series(out, index=values.index, dtype="object")
         return pd.Series([vector_or_none(_parsed(v)) for v in values], index=values.index, dtype="object")
 
     # -- reference summary

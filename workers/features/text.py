@@ -1,7 +1,9 @@
 """The ``text`` feature type: a string of at most ``MAX_TEXT_CHARS`` characters.
 
 Registered as ``{"name": ..., "type": "text"}``. A value longer than the limit, a non-string or a
-missing value is refused naming the row and field.
+missing value is refused naming the row and field. With ``"missing": "allow"`` a null value is
+stored as missing instead (drift and descriptors are tested on the present texts, the check's
+data quality reports the missing share); the other refusals stand.
 
 Drift, two layers:
 
@@ -33,7 +35,14 @@ import pandas as pd
 from workers.drift.distribution import DistributionDict, psi
 from workers.drift.stats import StatTest
 from workers.drift.summary import NumericalSummary, summarize_numerical
-from workers.features.base import DriftScore, FeatureKind, InvalidValue
+from workers.features.base import (
+    MISSING,
+    DriftScore,
+    FeatureKind,
+    InvalidValue,
+    missing_allowed,
+    missing_option_errors,
+)
 from workers.features.numerical import NUMERICAL
 from workers.features.registry import register_feature_type
 
@@ -225,7 +234,17 @@ class Text(FeatureKind[TextSummary]):
     summary_arrays = tuple(f"d_{name}" for name in DESCRIPTORS)
     array_prefix = "txt"
     distribution_note = "the words whose share of all words changed most"
-    allows_missing = False
+    options = (MISSING,)
+
+    def __init__(self, *, allows_missing: bool = False) -> None:
+        self.allows_missing = allows_missing  # the feature's "missing" option; refused by default
+
+    # -- the feature's own options
+    def option_errors(self, spec: Mapping[str, Any]) -> dict[str, str]:
+        return missing_option_errors(spec)
+
+    def bind(self, spec: Mapping[str, Any]) -> Text:
+        return Text(allows_missing=missing_allowed(spec))
 
     # -- ingestion
     def clean(self, value: Any) -> Any:

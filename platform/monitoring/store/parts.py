@@ -3,7 +3,7 @@
 Columns: sample_id, timestamp (UTC, µs), version_id (int64, null: none), prediction (text for
 classes, float64 for regression), one float64 ``proba:<class>`` per class, and one
 ``feature:<name>`` per feature typed by its feature type: float64 numbers, fixed-size float32
-lists for embeddings, text for categories, texts and any other type (JSON text of a non-string
+lists for embeddings (null where missing), text for categories, texts and any other type (JSON text of a non-string
 value, what the relational source's SQL hands that type's ``column`` too).
 """
 
@@ -56,11 +56,23 @@ def _text(value: Any) -> str | None:
 
 def _feature_array(kind: FeatureKind[Any], type_: pa.DataType, values: list[Any]) -> pa.Array:
     if pa.types.is_fixed_size_list(type_):
-        flat = np.asarray(values, dtype="float32").reshape(-1)  # embeddings are never missing
-        return pa.FixedSizeListArray.from_arrays(pa.array(flat), type_.list_size)
+        return _vectors_array(values, type_.list_size)
     if pa.types.is_floating(type_):
         return pa.array(np.array([np.nan if v is None else v for v in values], dtype="float64"))
     return pa.array([_text(v) for v in values], type=pa.string())
+
+
+def _vectors_array(values: list[Any], dim: int) -> pa.FixedSizeListArray:
+    """Cleaned vectors (each of ``dim`` numbers) as a fixed-size float32 list column; a missing
+    one (a feature registered with ``"missing": "allow"``) is a null row over ``dim`` zeros."""
+    missing = np.fromiter((v is None for v in values), dtype=bool, count=len(values))
+    if not missing.any():
+        flat = np.asarray(values, dtype="float32").reshape(-1)
+        return pa.FixedSizeListArray.from_arrays(pa.array(flat), dim)
+    matrix = np.zeros((len(values), dim), dtype="float32")
+    for i in np.flatnonzero(~missing):
+        matrix[i] = values[i]
+    return pa.FixedSizeListArray.from_arrays(pa.array(matrix.reshape(-1)), dim, mask=pa.array(missing))
 
 
 def samples_batch(

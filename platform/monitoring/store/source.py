@@ -145,18 +145,24 @@ def _classes(values: np.ndarray, classes: list[Any]) -> np.ndarray:
 
 
 def _embedding_rows(column: pa.ChunkedArray) -> np.ndarray:
-    """A fixed-size float32 list column → an object array of row views of one (n, dim) matrix."""
+    """A fixed-size float32 list column → an object array of row views of one (n, dim) matrix,
+    None where the row is null (a missing value of a feature that allows them)."""
     flat = column.combine_chunks()
-    matrix = flat.values.to_numpy().reshape(len(flat), flat.type.list_size)
+    size = flat.type.list_size
+    # .values is the whole child (null rows' slots included) and ignores a slice's offset
+    values = flat.values.slice(flat.offset * size, len(flat) * size)
+    matrix = values.to_numpy().reshape(len(flat), size)
     out = np.empty(len(matrix), dtype=object)
     for i in range(len(matrix)):
         out[i] = matrix[i]
+    if flat.null_count:
+        out[flat.is_null().to_numpy(zero_copy_only=False)] = None
     return out
 
 
 def _feature(kind: Any, column: pa.ChunkedArray) -> Any:
     if pa.types.is_fixed_size_list(column.type):
-        return _embedding_rows(column)  # validated at ingest: finite, of the feature's dim
+        return _embedding_rows(column)  # validated at ingest: finite, of the feature's dim, or null
     if pa.types.is_float64(column.type):
         return column.to_numpy()  # stored typed: the cleaned values, null as NaN (column() is a no-op)
     values = column.to_numpy()

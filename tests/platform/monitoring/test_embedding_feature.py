@@ -25,6 +25,10 @@ MODEL = {
     "classes": [0, 1],
     "features": [{"name": "emb", "type": "embedding", "dim": DIM}, {"name": "x", "type": "numerical"}],
 }
+REFUSED = (
+    "required: an embedding value (missing values are refused; "
+    'register the feature with "missing": "allow" to accept them)'
+)
 
 
 def _hour() -> datetime:
@@ -132,7 +136,7 @@ def test_the_dim_is_kept_in_the_model_schema(client_for: Callable[[str], APIClie
         ([1.0, "x", 3.0, 4.0], "element 1 is str, not a number"),
         ([1.0, 2.0, None, 4.0], "element 2 is NoneType, not a number"),
         ("1,2,3,4", "embedding feature got str (send a list of numbers)"),
-        (None, "required: a embedding value (missing values are refused)"),
+        (None, REFUSED),
     ],
 )
 @pytest.mark.django_db

@@ -25,6 +25,10 @@ MODEL = {
     "classes": [0, 1],
     "features": [{"name": "review", "type": "text"}, {"name": "x", "type": "numerical"}],
 }
+REFUSED = (
+    "required: a text value (missing values are refused; "
+    'register the feature with "missing": "allow" to accept them)'
+)
 PRAISE = "good great fine product works love quality fast cheap nice sturdy bright".split()
 COMPLAINT = "broken refund terrible late awful missing damaged slow poor worst".split()
 
@@ -85,7 +89,7 @@ def _column_shape() -> set[str]:
 @pytest.mark.parametrize(
     ("value", "message"),
     [
-        (None, "required: a text value (missing values are refused)"),
+        (None, REFUSED),
         (42, "text feature got int (send a string)"),
         (["a", "b"], "text feature got list (send a string)"),
         ({"text": "a"}, "text feature got dict (send a string)"),
