@@ -32,6 +32,7 @@ migrations-check: $(STAMP)
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy platform workers
+	cd clients/python && $(abspath $(VENV))/bin/mypy src   # the client's own strict config (Python 3.10)
 
 clean:
 	rm -rf var

@@ -167,3 +167,19 @@ def test_a_forked_childs_samples_arrive_and_the_parents_are_sent_once(
     ids = set(PredictionSample.objects.filter(model=churn_live).values_list("sample_id", flat=True))
     expected = {f"parent-{i}" for i in range(10)} | {f"child{k}-{i}" for k in range(2) for i in range(20)}
     assert ids == expected
+
+
+def test_a_row_the_platform_refuses_is_dropped_with_its_message_and_the_rest_stored(
+    server: Gunicorn, token: str, churn_live: RegisteredModel
+) -> None:
+    monitor = Monitor(url=server.url, token=token, model="churn", max_batch_age=60)
+    for i in range(5):
+        features = _features(i) | ({"age": "old"} if i == 2 else {})
+        monitor.log_prediction(f"s{i}", features, "yes")
+    assert monitor.flush(30)
+    stats = monitor.stats()
+    monitor.close()
+    ids = sorted(PredictionSample.objects.filter(model=churn_live).values_list("sample_id", flat=True))
+    assert ids == ["s0", "s1", "s3", "s4"]
+    assert (stats.predictions_sent, stats.dropped["invalid"], stats.dropped_total) == (4, 1, 1)
+    assert "features.age" in stats.last_error, stats.last_error

@@ -85,6 +85,36 @@ def test_logging_imports_neither_numpy_nor_torch_nor_pandas() -> None:
     assert json.loads(done.stdout.splitlines()[0]) == []
 
 
+def test_a_child_forked_without_the_at_fork_hooks_gets_its_own_queue_and_thread(server: FakeServer) -> None:
+    # libc's fork() called straight from C (as uWSGI forks its workers) runs none of Python's
+    # os.register_at_fork hooks: the monitor's pid check is what gives the child a fresh state.
+    done, _ = _run(
+        f"""
+        import ctypes, os, time
+        from driftwatch_client import Monitor
+        monitor = Monitor(url={server.url!r}, token="t", model="churn", max_batch_age=60)
+        for i in range(3):  # queued, the sender thread waiting, when the process forks
+            monitor.log_prediction(f"parent-{{i}}", {{"age": i}}, "yes")
+        pid = ctypes.PyDLL(None).fork()  # PyDLL: the GIL stays held across the call
+        if pid == 0:
+            ok = False
+            try:
+                for i in range(2):
+                    monitor.log_prediction(f"child-{{i}}", {{"age": i}}, "no")
+                ok = monitor.flush(5) and monitor.stats().sent == 2
+            finally:
+                os._exit(0 if ok else 1)
+        _, status = os.waitpid(pid, 0)
+        print("child", os.waitstatus_to_exitcode(status))
+        print("parent", monitor.flush(5), monitor.stats().sent)
+        print(time.time())
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[:2] == ["child 0", "parent True 3"], done.stdout
+    assert sorted(server.ids()) == ["child-0", "child-1", "parent-0", "parent-1", "parent-2"]
+
+
 # The bound stated for an outage: traced memory grows by at most the queue's byte bound plus
 # 256 bytes of bookkeeping per queued item (the item tuple, its bytes object header, the deque
 # slot), and stops growing once the queue is full, however long the outage lasts.

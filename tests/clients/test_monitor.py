@@ -105,6 +105,17 @@ def test_a_429_waits_for_its_retry_after(server: FakeServer) -> None:
     monitor.close()
 
 
+def test_a_503s_retry_after_is_honoured_up_to_retry_after_max(server: FakeServer) -> None:
+    server.answer((503, {"error": "database_unavailable"}, {"Retry-After": "3600"}))
+    monitor = _monitor(server.url, retry_after_max=0.5)
+    _log(monitor, 2)
+    assert monitor.flush(5)
+    first, second = server.received
+    assert 0.5 <= second.at - first.at < 3.0  # capped at 0.5 s (+ up to 10 % jitter), not an hour
+    assert second.ids == first.ids == ["s0", "s1"]
+    monitor.close()
+
+
 def test_connection_errors_are_retried_until_the_server_comes_up() -> None:
     port = free_port()
     monitor = _monitor(f"http://127.0.0.1:{port}")

@@ -1,5 +1,6 @@
 """Each metric family carries the right value after the action that drives it."""
 
+import re
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -211,3 +212,33 @@ def test_queue_depth_counts_messages_waiting_in_the_broker(scrape: Scrape, db: N
             conn.default_channel.queue_purge(queues.TRAINING)
     assert after - before == 3
     assert value(scrape(), "driftwatch_metrics_source_up", source="broker") == 1
+
+
+# Prometheus' naming practice: one prefix, snake case (colons are for recording rules), base
+# units spelled out as the last word (seconds, bytes), `_total` on counters only.
+NAME = re.compile(r"^driftwatch_[a-z][a-z0-9]*(_[a-z0-9]+)*$")
+NOT_BASE_UNITS = {"ms", "milliseconds", "microseconds", "minutes", "hours", "days", "kb", "kib", "mb",
+                  "mib", "gb", "gib", "percent"}  # fmt: skip
+TIME_WORDS = {"duration", "lag", "age", "latency", "time"}
+
+
+def test_every_family_follows_the_prometheus_naming_conventions(
+    scrape: Scrape, ingest: APIClient, checked: RegisteredModel
+) -> None:
+    bad = {"samples": [{"id": 1}]}  # a rejected row: the rejection counters get a series
+    assert ingest.post("/api/v1/models/sea/predictions", bad, format="json").status_code == 400
+    text = scrape()
+    declared = dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, re.MULTILINE))
+    # Besides ours only the library's own process_/python_ collectors (absent in multiprocess mode).
+    assert sorted(n for n in declared if not n.startswith(("driftwatch_", "process_", "python_"))) == []
+    types = {name: kind for name, kind in declared.items() if name.startswith("driftwatch_")}
+    assert len(types) >= 20, sorted(types)
+    assert sorted(name for name in types if not NAME.match(name)) == []
+    words = {name: set(name.split("_")) for name in types}
+    assert sorted(name for name, w in words.items() if w & NOT_BASE_UNITS) == []
+    timed = [name for name, w in words.items() if w & TIME_WORDS]
+    assert timed and sorted(name for name in timed if not name.endswith("_seconds")) == []
+    counters = [name for name, kind in types.items() if kind == "counter"]
+    assert len(counters) >= 4
+    assert sorted(name for name in counters if not name.endswith("_total")) == []
+    assert sorted(name for name, kind in types.items() if kind != "counter" and name.endswith("_total")) == []
