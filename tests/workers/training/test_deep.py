@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from tests.workers.training.texts import TEXT_FEATURES, TEXT_RECIPE, reviews
-from workers.training import engine
+from workers.training import checkpoint, engine
 from workers.training.artifacts import (
     PendingAdapter,
     Predictor,
@@ -134,6 +134,31 @@ def test_a_run_resumed_from_its_checkpoint_ends_with_the_uninterrupted_runs_weig
     assert resumed.resumed_at_step == 13 and resumed.steps == whole.steps
     assert resumed.history == whole.history
     assert all(torch.equal(_weights(resumed)[k], _weights(whole)[k]) for k in _weights(whole))
+
+
+class _Throttled(MemoryStore):
+    """Keeps a checkpoint only every ``every``-th time it is asked (a store with a minimum interval)."""
+
+    def __init__(self, every: int) -> None:
+        super().__init__()
+        self.every, self.asked = every, 0
+
+    def due(self) -> bool:
+        self.asked += 1
+        return self.asked % self.every == 1
+
+
+def test_a_checkpoint_is_built_only_when_the_store_would_keep_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    frame, labels = reviews(80, seed=0)
+    recipe = replace(TEXT_RECIPE, epochs=6)
+    built = []
+    dump = checkpoint.dump
+    monkeypatch.setattr(checkpoint, "dump", lambda state: built.append(state["steps"]) or dump(state))
+    store = _Throttled(every=3)
+    engine.train(recipe, engine.prepare(recipe, TEXT_SCHEMA, frame, labels), engine.TrainingPlan(batch_size=8),
+                 checkpoints=store)  # fmt: skip
+    assert store.asked == 6  # one question an epoch
+    assert store.saves == len(built) == 2  # epochs 1 and 4: nothing serialised in between
 
 
 def test_a_checkpoint_of_other_data_is_ignored_and_the_run_starts_over() -> None:
