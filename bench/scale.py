@@ -313,8 +313,9 @@ def main() -> None:
     django_on(url)
     from registry.models import RegisteredModel
 
+    # --reuse keeps the tabular model (its window is what it checks again); the embedding one is remade.
     RegisteredModel.objects.filter(
-        name__in=[f"scale-{args.samples}", f"emb-{args.embedding_samples}"]
+        name__in=[f"emb-{args.embedding_samples}"] + ([] if args.reuse else [f"scale-{args.samples}"])
     ).delete()
     print(f"bench/scale.py  {datetime.now(UTC):%Y-%m-%d %H:%M} UTC  media {media}")
     tabular(args.samples, media)
