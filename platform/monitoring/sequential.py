@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from django.db import connection
 from django.db.models import DateTimeField, JSONField, OuterRef, Subquery
 
 from monitoring.models import GroundTruth, PredictionSample, SequentialDetector
@@ -88,6 +89,9 @@ def _prediction(model: RegisteredModel, field_name: str, output_field: Any) -> S
 def _settle_known_times(model: RegisteredModel) -> None:
     """Give each unfed label whose prediction is in its known time (once: a label sent again is
     reset by ingestion, and its prediction is never replaced)."""
+    if connection.vendor == "postgresql":
+        _settle_known_times_postgres(model)
+        return
     while True:
         pending = list(
             GroundTruth.objects.filter(model=model, fed_to_detector=False, known_at__isnull=True)
@@ -110,6 +114,25 @@ def _settle_known_times(model: RegisteredModel) -> None:
         GroundTruth.objects.bulk_update(pending, ["known_at"], batch_size=1000)
 
 
+def _settle_known_times_postgres(model: RegisteredModel) -> None:
+    """label_known_at in one UPDATE joined to the predictions: chunks of 5,000 rescanned the labels
+    settled before them (100,000 labels took 66 s)."""
+    labels, samples = GroundTruth._meta.db_table, PredictionSample._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            UPDATE {labels} AS g
+               SET known_at = COALESCE(
+                       g.labelled_at,
+                       GREATEST(p.timestamp, LEAST(g.received_at, g.received_at - (p.received_at - p.timestamp))))
+              FROM {samples} AS p
+             WHERE g.model_id = %s AND NOT g.fed_to_detector AND g.known_at IS NULL
+               AND p.model_id = g.model_id AND p.sample_id = g.sample_id
+            """,  # noqa: S608 (table names from the models, the model id a parameter)
+            [model.pk],
+        )
+
+
 def _unfed(model: RegisteredModel, known_by: datetime) -> Any:
     """Labels not fed yet whose prediction is in, known by `known_by`, in the order they became known."""
     return (
@@ -128,25 +151,28 @@ def detector_feed(*, model: RegisteredModel, known_by: datetime) -> DetectorUpda
     detector = pickle.loads(bytes(row.state)) if row.state else _new_detector()  # noqa: S301 (our own state)
     update = DetectorUpdate(total=row.fed)
     _settle_known_times(model)
-    while True:
-        pairs = list(_unfed(model, known_by)[:FEED_CHUNK])
-        if not pairs:
-            break
-        for _, sample_id, label, predicted in pairs:
-            before = detector.estimation
-            detector.update(_error(model, predicted, label))
-            update.fed += 1
-            if detector.drift_detected and detector.estimation > before:
-                update.detections.append(
-                    {
-                        "sample_id": sample_id,
-                        "label_number": row.fed + update.fed,
-                        "error_before": before,
-                        "error_after": detector.estimation,
-                        "window": int(detector.width),
-                    }
-                )
-        GroundTruth.objects.filter(pk__in=[p[0] for p in pairs]).update(fed_to_detector=True)
+    # One ordered pass, streamed: re-running the ordered query per chunk of 5,000 made the database
+    # look up every remaining label's prediction again each time (500,000 labels: 147 s, now a few).
+    # The labels are marked fed after the pass (SQLite's cursor does not isolate writes to the
+    # table it is reading), in the same transaction as the detector's new state.
+    fed: list[int] = []
+    for label_id, sample_id, label, predicted in _unfed(model, known_by).iterator(chunk_size=FEED_CHUNK):
+        before = detector.estimation
+        detector.update(_error(model, predicted, label))
+        fed.append(label_id)
+        if detector.drift_detected and detector.estimation > before:
+            update.detections.append(
+                {
+                    "sample_id": sample_id,
+                    "label_number": row.fed + len(fed),
+                    "error_before": before,
+                    "error_after": detector.estimation,
+                    "window": int(detector.width),
+                }
+            )
+    for start in range(0, len(fed), FEED_CHUNK):
+        GroundTruth.objects.filter(pk__in=fed[start : start + FEED_CHUNK]).update(fed_to_detector=True)
+    update.fed = len(fed)
     update.total = row.fed + update.fed
     if update.fed:
         row.state = pickle.dumps(detector)

@@ -10,8 +10,15 @@ from django.utils import timezone
 from river.drift import ADWIN
 
 from monitoring.checks import quality_check_run
-from monitoring.models import Alert, GroundTruth, MonitoringPolicy, QualityCheck, SequentialDetector
-from monitoring.sequential import detector_feed
+from monitoring.models import (
+    Alert,
+    GroundTruth,
+    MonitoringPolicy,
+    PredictionSample,
+    QualityCheck,
+    SequentialDetector,
+)
+from monitoring.sequential import detector_feed, label_known_at
 from monitoring.services import labels_ingest
 from monitoring.window import scheduled_window
 from tests.clock import T0, at, wall_clock
@@ -116,3 +123,28 @@ def test_a_policy_without_the_detector_feeds_nothing() -> None:
     quality_check_run(model_id=model.pk, window=window)
     assert not GroundTruth.objects.filter(fed_to_detector=True).exists()
     assert "sequential" not in QualityCheck.objects.get().decisions
+
+
+@pytest.mark.django_db
+def test_the_settled_known_time_is_label_known_at_for_every_kind_of_lag() -> None:
+    # PostgreSQL settles known times in one UPDATE, the embedded default row by row: both must be
+    # the rule itself, for live labels, replayed ones, labels sent before their prediction and
+    # labels that carry the client's timestamp.
+    model = monitored_model()
+    cases = [  # (prediction's time, prediction received, label received, client timestamp)
+        (T0, T0, at(hours=1), None),
+        (T0, at(days=3), at(days=3, minutes=5), None),
+        (at(hours=2), at(hours=2, minutes=1), at(hours=1), None),
+        (T0, at(days=2), at(days=2, hours=1), at(minutes=30)),
+        (at(hours=5), at(days=1), at(hours=20), None),
+    ]
+    for i, (predicted, prediction_received, label_received, stamped) in enumerate(cases):
+        PredictionSample.objects.create(model=model, sample_id=f"k{i}", timestamp=predicted,
+                                        received_at=prediction_received, features={}, prediction=1)  # fmt: skip
+        GroundTruth.objects.create(model=model, sample_id=f"k{i}", label=1, received_at=label_received,
+                                   labelled_at=stamped)  # fmt: skip
+    assert feed(model, known_by=at(days=30)).fed == len(cases)
+    for i, (predicted, prediction_received, label_received, stamped) in enumerate(cases):
+        expected = label_known_at(labelled_at=stamped, received_at=label_received, predicted_at=predicted,
+                                  prediction_received_at=prediction_received)  # fmt: skip
+        assert GroundTruth.objects.get(model=model, sample_id=f"k{i}").known_at == expected, i
