@@ -18,7 +18,7 @@ temporary name, flushed and renamed, so a kill never tears it) and
   with a fixed seed and the same thread count they are bit-equal).
 
 Run (well under 2 minutes on the 2-core box):
-    nice -n 10 python bench/deep_resume.py [--case text-small] [--every 5] [--kills 3] [--seed S]
+    nice -n 10 python bench/deep_resume.py [--case text-small] [--every 5] [--kills 2] [--seed S]
 """
 
 from __future__ import annotations
@@ -143,7 +143,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=120)
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--kills", type=int, default=3, help="kill/resume trials (one reference run)")
+    parser.add_argument("--kills", type=int, default=2, help="kill/resume trials (one reference run)")
     parser.add_argument("--seed", type=int, default=None, help="kill steps' seed (default: drawn)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--child", help=argparse.SUPPRESS)
