@@ -17,7 +17,7 @@ sizes, an MLP on sentence embeddings + tabular features, and the team's own conv
   the peers venv on the same model and data: their trials, OOMs, seconds, chosen batch. Their
   simulated OOMs (bench/_deep_models.CapOracle) cost no time, so their seconds are a lower bound.
 
-Not covered here: kill -9 and resume (the training engine's, tested there). CUDA: not available.
+kill -9 at a random step and resume: bench/deep_resume.py. CUDA: not available.
 
 Peers venv (outside the project's requirements):
     python3.11 -m venv /work/venvs/conv-peers && /work/venvs/conv-peers/bin/pip install torch==2.13.0 \

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
+from pathlib import Path
 from typing import Any, Protocol
 
 FORMAT = 1
@@ -49,6 +51,34 @@ class MemoryStore:
 
     def save(self, raw: bytes) -> None:
         self.raw, self.saves = raw, self.saves + 1
+
+
+class FileStore:
+    """A checkpoint store in one local file (a run on one machine, the benchmark's killed jobs).
+    Each save is written to a temporary name beside it, flushed to disk and renamed over the old
+    file: a kill at any moment leaves the previous checkpoint or the new one, never a torn file."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.saves = 0
+
+    def load(self) -> bytes | None:
+        try:
+            return self.path.read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def due(self) -> bool:
+        return True
+
+    def save(self, raw: bytes) -> None:
+        partial = self.path.with_name(f"{self.path.name}.{os.getpid()}.partial")
+        with open(partial, "wb") as file:
+            file.write(raw)
+            file.flush()
+            os.fsync(file.fileno())  # the bytes are on disk before the name points at them
+        os.replace(partial, self.path)  # atomic on POSIX: readers see the old file or the new one
+        self.saves += 1
 
 
 def fingerprint(data: Any, plan: Any, recipe: Any) -> str:

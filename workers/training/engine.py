@@ -532,7 +532,10 @@ def _epochs(run: _Run, val: TrainingData) -> None:
             state.best_state = {k: v.detach().to("cpu", copy=True) for k, v in run.model.state_dict().items()}
         elif patience and epoch - state.best_epoch >= patience:
             state.stopped_early = True
+        # The next epoch's order is drawn from here: an epoch-end checkpoint must carry it (a fresh
+        # generator would redraw epoch 1's order after a resume).
         state.epoch, state.position, state.losses = epoch + 1, 0, []
+        state.epoch_rng = run.generator.get_state()
         _save_checkpoint(run)
     if state.best_state is not None:
         run.model.load_state_dict(state.best_state)
@@ -555,7 +558,7 @@ def _one_epoch(run: _Run, epoch: int) -> float:
     import torch  # lazy: see the package docstring
 
     state, plan = run.state, run.plan
-    if state.epoch_rng is None or state.position == 0:
+    if state.epoch_rng is None:
         state.epoch_rng = run.generator.get_state()
     else:
         run.generator.set_state(state.epoch_rng)

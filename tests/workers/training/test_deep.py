@@ -110,7 +110,12 @@ class Killed(Exception):
     """Stands in for kill -9: the run stops between two steps, its checkpoint written before."""
 
 
-def test_a_run_resumed_from_its_checkpoint_ends_with_the_uninterrupted_runs_weights() -> None:
+# 9 steps an epoch, a checkpoint every 2: step 14 is mid-epoch 2, one step past its checkpoint at
+# step 13; step 9 is epoch 2's first, its checkpoint epoch 1's end (the next order not drawn yet).
+@pytest.mark.parametrize(("kill_at", "checkpoint_at"), [(14, 13), (9, 9)])
+def test_a_run_resumed_from_its_checkpoint_ends_with_the_uninterrupted_runs_weights(
+    kill_at: int, checkpoint_at: int
+) -> None:
     frame, labels = reviews(160, seed=0)
     recipe = replace(TEXT_RECIPE, epochs=3, checkpoint_every_steps=2, schedule="cosine")
     plan = engine.TrainingPlan(batch_size=8, accumulation_steps=2)
@@ -118,20 +123,19 @@ def test_a_run_resumed_from_its_checkpoint_ends_with_the_uninterrupted_runs_weig
 
     store, calls = MemoryStore(), iter(range(10_000))
 
-    def die_at_step_14() -> bool:
-        # 9 steps an epoch: step 14 is mid-epoch 2, one step past its checkpoint at step 13
-        if next(calls) == 14:
+    def die_at_step() -> bool:
+        if next(calls) == kill_at:
             raise Killed
         return False
 
     with pytest.raises(Killed):
         engine.train(recipe, engine.prepare(recipe, TEXT_SCHEMA, frame, labels), plan,
-                     checkpoints=store, should_cancel=die_at_step_14)  # fmt: skip
+                     checkpoints=store, should_cancel=die_at_step)  # fmt: skip
     assert store.saves >= 3
     resumed = engine.train(
         recipe, engine.prepare(recipe, TEXT_SCHEMA, frame, labels), plan, checkpoints=store
     )
-    assert resumed.resumed_at_step == 13 and resumed.steps == whole.steps
+    assert resumed.resumed_at_step == checkpoint_at and resumed.steps == whole.steps
     assert resumed.history == whole.history
     assert all(torch.equal(_weights(resumed)[k], _weights(whole)[k]) for k in _weights(whole))
 
