@@ -11,6 +11,17 @@ from core.services import api_token_create
 from registry.models import RegisteredModel
 from tests.clock import at, iso
 
+
+@pytest.fixture(autouse=True)
+def fresh_reference_caches() -> None:
+    """A process caches a reference's state by (id, summary file name), which a live database never
+    reuses; tests do (SQLite rolls its ids back, and a per-test MEDIA_ROOT gives the same names)."""
+    from monitoring import reference
+
+    for cached in (reference._load, reference._band, reference._cached_frame):
+        cached.cache_clear()
+
+
 FEATURES = [
     {"name": "age", "type": "numerical"},
     {"name": "income", "type": "numerical"},
