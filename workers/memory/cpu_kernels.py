@@ -62,11 +62,9 @@ def correct_output(op: str, args: tuple[Any, ...], out: Any) -> tuple[Any, int]:
     """The op's outputs with the true workspace, and the kernel's transient scratch bytes."""
     if op in (_CONV, _CONV_BACKWARD):
         conv_args = args[:9] if op == _CONV else (args[1], args[2], None, *args[4:10])
-        transposed = bool(conv_args[6])
         # Transposed ones are measured whatever the backend (ATen's im2col path has columns too).
-        return out, _measured_scratch(op, args, conv_args, out) if transposed or _uses_onednn(
-            conv_args
-        ) else 0
+        measured = bool(conv_args[6]) or _uses_onednn(conv_args)
+        return out, _measured_scratch(op, args, conv_args, out) if measured else 0
     if op == _MSE:
         # A second input-sized temporary exists while the kept buffer is filled.
         return out, _nbytes(args[0]) if (len(args) < 3 or args[2] != 0) else 0
@@ -100,7 +98,7 @@ def _uses_onednn(conv_args: tuple[Any, ...]) -> bool:
     try:
         backend = torch._C._select_conv_backend(*conv_args)
     except (RuntimeError, TypeError):
-        return True  # the rules over-estimate rather than miss
+        return True  # measured rather than assumed to allocate nothing
     return int(cast(Any, backend)) in _ONEDNN
 
 
