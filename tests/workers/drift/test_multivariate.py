@@ -43,3 +43,32 @@ def test_clean_windows_rarely_cross_the_band() -> None:
         multivariate_drift(model, frame(500, seed=100 + s, correlation=0.9))["drifted"] for s in range(200)
     ]
     assert sum(alarms) <= 4, f"{sum(alarms)} false alarms in 200 clean windows"
+
+
+def independent(n: int, rng: np.random.Generator, columns: int = 20) -> pd.DataFrame:
+    return pd.DataFrame(rng.normal(size=(n, columns)), columns=[f"x{j}" for j in range(columns)])
+
+
+def test_a_clean_window_far_larger_than_the_reference_does_not_alarm() -> None:
+    """Scored by the PCA fitted on itself, a reference's error is biased low (its components fit
+    its own noise): every clean window of 5,000 rows or more alarmed on 20 independent features.
+    The reference's error is the PCA's on held-out rows, within their own standard error."""
+    types = {f"x{j}": "numerical" for j in range(20)}
+    rng = np.random.default_rng(7)
+    alarms, z = 0, []
+    for _ in range(40):
+        model = fit_pca_drift(independent(5000, rng), types)
+        assert model is not None
+        result = multivariate_drift(model, independent(50_000, rng))
+        alarms += result["drifted"]
+        z.append((result["score"] - result["reference"]) / ((result["band"][1] - result["reference"]) / 3))
+    assert alarms <= 1, f"{alarms} false alarms in 40 clean 50,000-row windows"
+    assert 0.6 < float(np.std(z)) < 1.5, z  # the band is the difference's sd, not far wider
+
+
+def test_a_small_decorrelation_is_still_found_in_a_large_window() -> None:
+    reference = frame(5000, seed=1, correlation=0.9)
+    model = fit_pca_drift(reference, TYPES)
+    assert model is not None
+    assert multivariate_drift(model, frame(100_000, seed=3, correlation=0.8))["drifted"] is True
+    assert multivariate_drift(model, frame(100_000, seed=4, correlation=0.9))["drifted"] is False
