@@ -57,6 +57,7 @@ from workers.drift.result import (
     estimate_read,
     metrics_read,
 )
+from workers.drift.sorts import shared_sorts
 from workers.drift.summary import ColumnType
 from workers.drift.thresholds import MIN_BAND_CHUNKS
 
@@ -292,7 +293,21 @@ def check_compute(
 ) -> CheckResultDict:
     """Pure computation over a loaded window: metrics, estimate, drift, data quality, decisions.
     Without ``raw_features`` (some were dropped by retention) no input drift, data quality or
-    regression estimate."""
+    regression estimate. Each column is sorted once for all the tests that need it sorted."""
+    with shared_sorts():
+        return _check_compute(
+            model=model, policy=policy, window=window, reference=reference, raw_features=raw_features
+        )
+
+
+def _check_compute(
+    *,
+    model: RegisteredModel,
+    policy: MonitoringPolicy,
+    window: Window,
+    reference: ReferenceState | None,
+    raw_features: bool,
+) -> CheckResultDict:
     frame = window.frame
     enough = len(frame) >= policy.min_samples
     realised = _realised(model, policy, frame)

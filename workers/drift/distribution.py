@@ -67,6 +67,13 @@ def histogram(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
     return np.histogram(np.clip(values, edges[0], edges[-1]), bins=edges)[0]
 
 
+def sorted_histogram(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """``histogram`` of values already sorted (finite): the same counts from one binary search
+    per edge instead of numpy's sort of the clipped values."""
+    inner = values.searchsorted(edges[1:-1], "left")  # a value on an inner edge starts its bin
+    return np.diff(np.concatenate([[0], inner, [values.size]]))
+
+
 def psi(reference_counts: np.ndarray, current_counts: np.ndarray) -> float:
     """Σ (c − r) · ln(c / r) over the bins, fractions floored at ``PSI_FLOOR``; 0 for equal ones.
     Rule of thumb: < 0.1 stable, 0.1–0.25 moderate shift, > 0.25 large shift."""

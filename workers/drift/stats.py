@@ -103,7 +103,9 @@ def ks_pvalue(reference_sorted: np.ndarray, current: np.ndarray) -> float:
     return float(stats.ks_2samp(reference_sorted, current).pvalue)
 
 
-def wasserstein_norm(reference_sorted: np.ndarray, reference_std: float, current: np.ndarray) -> float:
+def wasserstein_norm(
+    reference_sorted: np.ndarray, reference_std: float, current: np.ndarray, *, presorted: bool = False
+) -> float:
     """evidently ``wasserstein_distance_norm``: W1(reference, current) / max(std(reference), 0.001).
 
     The integral of |F_ref - F_cur| that scipy's ``_cdf_distance`` computes, term for term, but
@@ -111,7 +113,7 @@ def wasserstein_norm(reference_sorted: np.ndarray, reference_std: float, current
     searchsorted of the window), instead of re-sorting reference + window on every check.
     """
     n, m = reference_sorted.size, current.size
-    current_sorted = np.sort(current)
+    current_sorted = current if presorted else np.sort(current)
     # Window value j lands after every reference value <= it and after window values 0..j-1.
     positions = reference_sorted.searchsorted(current_sorted, "right") + np.arange(m)
     is_current = np.zeros(n + m, dtype=bool)

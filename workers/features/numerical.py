@@ -9,7 +9,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from workers.drift.distribution import DistributionDict, edges_for, finite, fmt, fractions, histogram, psi
+from workers.drift.distribution import (
+    DistributionDict,
+    edges_for,
+    finite,
+    fmt,
+    fractions,
+    psi,
+    sorted_histogram,
+)
+from workers.drift.sorts import column_key, memo, sorted_finite
 from workers.drift.stats import (
     DISCRETE_MAX_UNIQUE,
     KS,
@@ -23,9 +32,25 @@ from workers.drift.stats import (
     union_unique,
     wasserstein_norm,
 )
-from workers.drift.summary import NumericalSummary, finite_values, summarize_numerical
+from workers.drift.summary import NumericalSummary, summarize_numerical
 from workers.features.base import DriftScore, FeatureKind, InvalidValue
 from workers.features.registry import register_feature_type
+
+
+def _continuous(test: StatTest, summary: NumericalSummary, values: pd.Series, current: np.ndarray) -> float:
+    if test is WASSERSTEIN:
+        return _wasserstein(summary, values, current)
+    return continuous_score(test, summary, current)
+
+
+def _wasserstein(summary: NumericalSummary, values: pd.Series, current: np.ndarray) -> float:
+    """The drift test's and the drill-down's distance, computed once per check (``current``:
+    the column sorted by ``sorted_finite``)."""
+    return memo(
+        ("wasserstein", id(summary), *column_key(values)),
+        (summary, values),
+        lambda: wasserstein_norm(summary.sorted_values, summary.std, current, presorted=True),
+    )
 
 
 def is_number(value: Any) -> bool:
@@ -70,27 +95,27 @@ class Numerical(FeatureKind[NumericalSummary]):
         return discrete_stattest(n_reference, n_unique)
 
     def drift(self, summary: NumericalSummary, values: pd.Series) -> DriftScore | None:
-        current = finite_values(values)
+        current = sorted_finite(values)
         if summary.n == 0 or current.size == 0:
             return None
         if summary.n_unique > DISCRETE_MAX_UNIQUE:
             # Continuous: the reference alone already has > 5 values, no need to count the window.
             test = self.default_stattest(summary.n, summary.n_unique)
-            return DriftScore(test, continuous_score(test, summary, current), current.size)
+            return DriftScore(test, _continuous(test, summary, values, current), current.size)
         ref_counts = summary.value_counts()
         cur_counts = discrete_counts(current)
         test = self.default_stattest(summary.n, union_unique(ref_counts, cur_counts))
         if test in (KS, WASSERSTEIN):
-            return DriftScore(test, continuous_score(test, summary, current), current.size)
+            return DriftScore(test, _continuous(test, summary, values, current), current.size)
         return DriftScore(test, discrete_score(test, ref_counts, cur_counts), current.size)
 
     def distribution(self, summary: NumericalSummary, values: pd.Series) -> DistributionDict | None:
-        reference, current = summary.sorted_values, finite_values(values)
+        reference, current = summary.sorted_values, sorted_finite(values)
         if reference.size == 0 or current.size == 0:
             return None
         edges = edges_for(reference, current)
-        ref_counts = histogram(reference, edges)
-        cur_counts = histogram(current, edges)
+        ref_counts = sorted_histogram(reference, edges)
+        cur_counts = sorted_histogram(current, edges)
         return {
             "column_type": self.name,
             "labels": [f"[{fmt(a)}, {fmt(b)})" for a, b in zip(edges[:-1], edges[1:], strict=True)],
@@ -100,7 +125,7 @@ class Numerical(FeatureKind[NumericalSummary]):
             "n_reference": int(reference.size),
             "n_current": int(current.size),
             "psi": psi(ref_counts, cur_counts),
-            "wasserstein_norm": finite(wasserstein_norm(reference, summary.std, current)),
+            "wasserstein_norm": finite(_wasserstein(summary, values, current)),
             "cramers_v": None,
         }
 
