@@ -86,6 +86,39 @@ def estimate_training_memory(
     ``fast_recurrent`` replaces RNN/GRU/LSTM layers by their per-time-step memory profile
     (:mod:`workers.memory.recurrent`); ``False`` traces every time step (the reference).
     """
+    return estimate_and_trace(
+        model,
+        example_batch,
+        loss_fn=loss_fn,
+        optimizer=optimizer,
+        amp=amp,
+        device=device,
+        iterations=iterations,
+        accumulation_steps=accumulation_steps,
+        checkpointing=checkpointing,
+        cuda_target=cuda_target,
+        capacity_bytes=capacity_bytes,
+        fast_recurrent=fast_recurrent,
+    )[0]
+
+
+def estimate_and_trace(
+    model: torch.nn.Module,
+    example_batch: Batch,
+    *,
+    loss_fn: LossFn | None = None,
+    optimizer: OptimizerSpec = "adam",
+    amp: str | None = None,
+    device: str = "cuda",
+    iterations: int = 3,
+    accumulation_steps: int = 1,
+    checkpointing: bool = False,
+    cuda_target: cuda_model.CudaTarget | None = None,
+    capacity_bytes: int | None = None,
+    fast_recurrent: bool = True,
+) -> tuple[MemoryEstimate, Trace]:
+    """:func:`estimate_training_memory` and the allocation trace it was computed from (the planner
+    extrapolates traces in the batch size)."""
     if device not in ("cpu", "cuda"):
         raise ValueError("device must be 'cpu' or 'cuda'")
     if iterations < 2:
@@ -108,7 +141,7 @@ def estimate_training_memory(
         allocated, reserved, breakdown = _cpu_accounting(trace)
     else:
         allocated, reserved, breakdown = cuda_model.simulate(trace, target, capacity_bytes)
-    return MemoryEstimate(
+    estimate = MemoryEstimate(
         peak_allocated_bytes=allocated,
         peak_reserved_bytes=reserved,
         breakdown=breakdown,
@@ -124,6 +157,7 @@ def estimate_training_memory(
         traced_on=traced_on,
         notes=cuda_model.notes(target, traced_on) if target else (),
     )
+    return estimate, trace
 
 
 def batch_size_of(batch: Batch) -> int | None:

@@ -1,27 +1,47 @@
 """plan_batch_size: the largest batch (and precision, checkpointing, accumulation) that fits.
 
-Peak memory grows almost affinely with the batch size (weights, gradients and optimizer state are
-fixed; activations scale), so two traces give a line, the line gives a candidate, and a trace at the
-candidate verifies it. A miss refits the line through the verified points (secant steps), so a
-handful of traces suffice where a bisection would need log2(max_batch).
+Every allocation of the training step is a fixed part plus a per-row part, so two traces of the
+same step give each event as a line in the batch size (:mod:`workers.memory.extrapolation`); the
+largest batch whose extrapolated peak fits is the candidate, and a trace at the candidate verifies
+it (the plan is always a traced batch). A miss refits the lines through the two verified traces
+nearest the answer. Typically three traces: batch 16, batch 32 and the answer. Where two traces do
+not pair (a kernel changes with the batch), the peaks themselves are fitted (secant steps).
+
+Traces are cached per model architecture, batch shapes and options (``_TRACES``): a worker
+planning the same model for another device, budget or precision re-traces only what it has not
+traced before.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
 
-from workers.memory.cuda_model import CudaTarget
-from workers.memory.estimator import MemoryEstimate, estimate_training_memory
+from workers.memory.cuda_model import CudaTarget, simulate
+from workers.memory.estimator import MemoryEstimate, estimate_and_trace
+from workers.memory.extrapolation import (
+    BatchLine,
+    TraceProfile,
+    batch_shapes,
+    largest_fitting,
+    pairable,
+    profile_of,
+)
 from workers.memory.loop import Batch, LossFn, OptimizerSpec
 from workers.memory.margins import error_margin
 
 DEFAULT_MAX_BATCH = 4096
 MAX_TRACES_PER_OPTION = 6
+# The second traced batch: above it ATen's convolution backend no longer depends on the batch
+# (cpu_kernels._MIN_CALIBRATION_BATCH), so its trace pairs with the answer's.
+PROBE_BATCH = 16
+TRACE_CACHE_SIZE = 32
 
 
 @dataclass(frozen=True)
@@ -54,10 +74,20 @@ class BatchPlan:
     alternatives: tuple[PlanOption, ...]
     traces: int
     estimate: MemoryEstimate | None
+    cached_traces: int = 0  # batches whose trace came from the cache (not counted in ``traces``)
 
     @property
     def usable_bytes(self) -> int:
         return int(self.budget_bytes * (1.0 - self.margin))
+
+
+@dataclass(frozen=True)
+class _Point:
+    """One traced batch: the compared figure, its estimate, and its profile for extrapolation."""
+
+    used: int
+    estimate: MemoryEstimate
+    profile: TraceProfile | None
 
 
 @dataclass
@@ -67,7 +97,17 @@ class _Ctx:
     usable: int
     max_batch: int
     kwargs: dict[str, Any]
+    key: tuple[Any, ...] = ()
     traces: int = 0
+    cached: int = 0
+
+
+_TRACES: OrderedDict[tuple[Any, ...], _Point] = OrderedDict()
+
+
+def clear_trace_cache() -> None:
+    """Forget every cached trace (the next plan of any model traces from scratch)."""
+    _TRACES.clear()
 
 
 def plan_batch_size(
@@ -117,6 +157,7 @@ def plan_batch_size(
             iterations=iterations,
         ),
     )
+    ctx.key = (_architecture(model), *(_hashable(v) for v in ctx.kwargs.values()), torch.get_num_threads())
     low = amp_dtype or (precision if precision != "fp32" else _default_amp(device, cuda_target))
     options: list[tuple[PlanOption, MemoryEstimate | None]] = [_best_batch(ctx, precision, False)]
     if allow_alternatives and not options[0][0].fits:
@@ -138,6 +179,7 @@ def plan_batch_size(
         alternatives=tuple(o for o, _ in options if o is not chosen),
         traces=ctx.traces,
         estimate=estimate,
+        cached_traces=ctx.cached,
     )
 
 
@@ -159,63 +201,141 @@ def _with_accumulation(option: PlanOption, target_batch: int | None) -> PlanOpti
     return replace(option, accumulation_steps=math.ceil(target_batch / option.batch_size))
 
 
-def _measure(ctx: _Ctx, batch: int, precision: str, ckpt: bool) -> tuple[int, MemoryEstimate]:
+def _architecture(model: torch.nn.Module) -> tuple[Any, ...]:
+    """What a fake trace depends on of a model: each module's class (its code), settings, and the
+    shape, dtype and trainability of its own parameters and buffers; never the values."""
+
+    def tensors(named: Any) -> tuple[Any, ...]:
+        return tuple((n, tuple(t.shape), t.dtype, t.requires_grad, t.device.type) for n, t in named)
+
+    return tuple(
+        (
+            name,
+            type(module),
+            module.extra_repr(),
+            tensors(module.named_parameters(recurse=False)),
+            tensors(module.named_buffers(recurse=False)),
+            bool(module._forward_hooks or module._forward_pre_hooks or module._backward_hooks),
+        )
+        for name, module in model.named_modules()
+    )
+
+
+def _hashable(value: Any) -> Any:
+    try:
+        hash(value)
+    except TypeError:
+        return repr(value)  # an OptimizerConfig holds a dict of hyperparameters
+    return value
+
+
+def _measure(ctx: _Ctx, batch: int, precision: str, ckpt: bool) -> _Point:
+    example = ctx.make_batch(batch)
+    key = (*ctx.key, precision, ckpt, batch_shapes(example))
+    point = _TRACES.get(key)
+    if point is not None:
+        _TRACES.move_to_end(key)
+        ctx.cached += 1
+        return point
     ctx.traces += 1
     amp = None if precision == "fp32" else precision
-    est = estimate_training_memory(
-        ctx.model, ctx.make_batch(batch), amp=amp, checkpointing=ckpt, **ctx.kwargs
-    )
+    est, trace = estimate_and_trace(ctx.model, example, amp=amp, checkpointing=ckpt, **ctx.kwargs)
     used = est.device_total_bytes if est.device == "cuda" else est.peak_allocated_bytes
-    return used, est
+    point = _Point(used, est, profile_of(trace, batch, example, keep_trace=est.device == "cuda"))
+    _TRACES[key] = point
+    while len(_TRACES) > TRACE_CACHE_SIZE:
+        _TRACES.popitem(last=False)
+    return point
 
 
 def _best_batch(ctx: _Ctx, precision: str, ckpt: bool) -> tuple[PlanOption, MemoryEstimate | None]:
-    smallest, first = _smallest_batch(ctx, precision, ckpt)
-    points: dict[int, tuple[int, MemoryEstimate]] = {smallest: first}
-    if first[0] > ctx.usable:
-        return PlanOption(0, precision, ckpt, 1, first[0], False), None
-    probe = min(ctx.max_batch, 8)
-    if probe > smallest:
-        points[probe] = _measure(ctx, probe, precision, ckpt)
+    points = _first_points(ctx, precision, ckpt)
+    if all(point.used > ctx.usable for point in points.values()):
+        smallest = min(points)
+        return PlanOption(0, precision, ckpt, 1, points[smallest].used, False), None
     for _ in range(MAX_TRACES_PER_OPTION):
-        candidate = _next_candidate(points, ctx.usable, ctx.max_batch)
+        candidate = _next_candidate(points, ctx.usable, ctx.max_batch, ctx.kwargs.get("cuda_target"))
         if candidate is None or candidate in points:
             break
         points[candidate] = _measure(ctx, candidate, precision, ckpt)
-    best = max(b for b, (used, _) in points.items() if used <= ctx.usable)
-    used, est = points[best]
-    return PlanOption(best, precision, ckpt, 1, used, True), est
+    best = max(b for b, point in points.items() if point.used <= ctx.usable)
+    return PlanOption(best, precision, ckpt, 1, points[best].used, True), points[best].estimate
 
 
-def _smallest_batch(ctx: _Ctx, precision: str, ckpt: bool) -> tuple[int, tuple[int, MemoryEstimate]]:
-    try:
-        return 1, _measure(ctx, 1, precision, ckpt)
-    except ValueError:
-        # BatchNorm refuses one row per channel in training: the smallest real batch is 2.
-        return 2, _measure(ctx, 2, precision, ckpt)
+def _first_points(ctx: _Ctx, precision: str, ckpt: bool) -> dict[int, _Point]:
+    """Two traces to draw the first lines through: PROBE_BATCH and twice it when it fits; else 2
+    rows (1 when 2 do not fit) beside it. Not batch 1 first: a batch of one row often runs another
+    program (squeezed views, other kernels), whose trace pairs with no other."""
+    probe = min(ctx.max_batch, PROBE_BATCH)
+    points: dict[int, _Point] = {}
+    for batch in [probe, *(b for b in (2, 1) if b < probe)]:
+        with contextlib.suppress(ValueError):  # BatchNorm refuses one row per channel in training
+            points[batch] = _measure(ctx, batch, precision, ckpt)
+            if points[batch].used <= ctx.usable:
+                break
+    if not points:
+        points[2] = _measure(ctx, 2, precision, ckpt)  # the smallest batch BatchNorm trains on
+    if probe in points and points[probe].used <= ctx.usable and probe < ctx.max_batch:
+        second = min(ctx.max_batch, 2 * probe)
+        points[second] = _measure(ctx, second, precision, ckpt)
+    return points
 
 
-def _next_candidate(points: dict[int, tuple[int, Any]], usable: int, max_batch: int) -> int | None:
-    """Batch predicted to just fit by the line through the nearest fitting and failing points."""
-    fitting = [b for b, (used, _) in points.items() if used <= usable]
-    failing = [b for b, (used, _) in points.items() if used > usable]
-    lo = max(fitting)
-    hi = min(failing) if failing else None
-    if hi is not None and hi == lo + 1:
-        return None  # bracketed exactly
-    if lo >= max_batch:
-        return None
+def _next_candidate(
+    points: dict[int, _Point], usable: int, max_batch: int, target: CudaTarget | None = None
+) -> int | None:
+    """The next batch to trace, None when the verified ``lo`` is the answer."""
+    lo = max(b for b, p in points.items() if p.used <= usable)
+    hi = min((b for b, p in points.items() if p.used > usable), default=None)
+    if (hi is not None and hi == lo + 1) or lo >= max_batch:
+        return None  # bracketed exactly, or capped
+    upper = (hi - 1) if hi is not None else max_batch
+    line = _line(points, lo, hi)
+    if line is not None:
+        guess = largest_fitting(_used_on(line, points[lo], target), usable, lo, upper)
+        return None if guess <= lo else guess  # the lines say one more row no longer fits
+    return _secant(points, lo, hi, usable, max_batch)
+
+
+def _line(points: dict[int, _Point], lo: int, hi: int | None) -> BatchLine | None:
+    """Event lines through ``lo`` and the nearest other trace of the same structure (``hi`` first)."""
+    base = points[lo].profile
+    partners = ([hi] if hi is not None else []) + sorted((b for b in points if b < lo), reverse=True)
+    for b in partners:
+        if pairable(base, points[b].profile):
+            assert base is not None
+            other = points[b].profile
+            assert other is not None
+            return BatchLine(base, other)
+    return None
+
+
+def _used_on(line: BatchLine, point: _Point, target: CudaTarget | None) -> Callable[[int], int]:
+    """The compared figure at a batch, from the lines: live bytes on CPU, the allocator replay
+    (reserved + context, as ``_measure``'s) on CUDA."""
+    if point.estimate.device != "cuda":
+        return line.peak
+    cuda = target or CudaTarget()
+
+    def used(batch: int) -> int:
+        _, reserved, breakdown = simulate(line.trace_at(batch), cuda, None)
+        return reserved + breakdown.get("cuda_context", 0)
+
+    return used
+
+
+def _secant(points: dict[int, _Point], lo: int, hi: int | None, usable: int, max_batch: int) -> int | None:
+    """Batch predicted to just fit by the line through the nearest fitting and failing peaks."""
     ref = hi if hi is not None else max(b for b in points if b != lo) if len(points) > 1 else None
     if ref is None:
         return min(max_batch, lo * 2)
-    slope = (points[ref][0] - points[lo][0]) / (ref - lo)
+    slope = (points[ref].used - points[lo].used) / (ref - lo)
     if slope <= 0:
         return min(max_batch, hi - 1 if hi else max_batch)
-    guess = lo + math.floor((usable - points[lo][0]) / slope)
+    guess = lo + math.floor((usable - points[lo].used) / slope)
     if hi is None and ref < lo and guess == lo:
         # The line through two verified points says one more row no longer fits: a failing trace
         # would only confirm it (the plan is always a verified point, so stopping here is safe).
         return None
     upper = (hi - 1) if hi is not None else max_batch
-    guess = max(lo + 1, min(guess, upper))
-    return guess
+    return max(lo + 1, min(guess, upper))

@@ -1,0 +1,96 @@
+"""Traces extrapolated in the batch size, and the planner's trace cache."""
+
+import pytest
+import torch
+
+from tests.workers.memory.conftest import TinyClassifier, TinyCNN, image_batch, table_batch, xent
+from workers.memory.estimator import estimate_and_trace
+from workers.memory.extrapolation import BatchLine, pairable, profile_of
+from workers.memory.planner import clear_trace_cache, plan_batch_size
+
+
+def _profile(model, make_batch, n, device="cpu"):
+    batch = make_batch(n)
+    est, trace = estimate_and_trace(model, batch, loss_fn=xent, device=device, iterations=2)
+    return est, profile_of(trace, n, batch, keep_trace=device == "cuda")
+
+
+@pytest.fixture(autouse=True)
+def _cold_cache():
+    clear_trace_cache()
+    yield
+    clear_trace_cache()
+
+
+@pytest.mark.parametrize(("model", "make_batch"), [(TinyClassifier, table_batch), (TinyCNN, image_batch)])
+def test_lines_through_two_traces_predict_a_third_exactly(model, make_batch):
+    net = model()
+    _, p = _profile(net, make_batch, 16)
+    _, q = _profile(net, make_batch, 32)
+    est, r = _profile(net, make_batch, 300)
+    assert pairable(p, q) and pairable(p, r)
+    line = BatchLine(p, q)
+    assert torch.equal(line.sizes(300), r.sizes)
+    assert line.peak(300) == est.peak_allocated_bytes
+
+
+def test_lines_replay_the_cuda_allocator_like_a_trace():
+    net = TinyClassifier()
+    _, p = _profile(net, table_batch, 16, "cuda")
+    _, q = _profile(net, table_batch, 32, "cuda")
+    est, _ = _profile(net, table_batch, 500, "cuda")
+    from workers.memory.cuda_model import CudaTarget, simulate
+
+    _, reserved, _ = simulate(BatchLine(p, q).trace_at(500), CudaTarget(), None)
+    assert reserved == est.peak_reserved_bytes
+
+
+def _sum(output, batch):
+    return output.sum()
+
+
+def test_traces_of_other_non_batch_shapes_do_not_pair():
+    """A batch padded to a longer sequence runs the same ops: its sizes are not a line in the rows."""
+    net = torch.nn.Linear(32, 8)
+    profiles = {}
+    for rows, seq in [(16, 4), (32, 4), (32, 8)]:
+        batch = torch.randn(rows, seq, 32)
+        _, trace = estimate_and_trace(net, batch, loss_fn=_sum, device="cpu", iterations=2)
+        profiles[rows, seq] = profile_of(trace, rows, batch, keep_trace=False)
+    assert profiles[16, 4].structure == profiles[32, 8].structure
+    assert pairable(profiles[16, 4], profiles[32, 4])
+    assert not pairable(profiles[16, 4], profiles[32, 8])
+
+
+def test_a_cold_plan_traces_three_batches():
+    plan = plan_batch_size(
+        TinyClassifier(), table_batch, 400_000, loss_fn=xent, device="cpu", max_batch=100_000
+    )
+    assert plan.fits and plan.traces == 3 and plan.cached_traces == 0
+
+
+def test_the_same_architecture_is_planned_again_from_the_cache():
+    first = plan_batch_size(
+        TinyClassifier(), table_batch, 400_000, loss_fn=xent, device="cpu", max_batch=100_000
+    )
+    again = plan_batch_size(
+        TinyClassifier(), table_batch, 400_000, loss_fn=xent, device="cpu", max_batch=100_000
+    )
+    assert again.traces == 0 and again.cached_traces == first.traces
+    assert (again.batch_size, again.estimated_bytes) == (first.batch_size, first.estimated_bytes)
+    bigger = plan_batch_size(
+        TinyClassifier(), table_batch, 800_000, loss_fn=xent, device="cpu", max_batch=100_000
+    )
+    assert bigger.traces == 1 and bigger.batch_size > first.batch_size  # only the new answer is traced
+
+
+def test_the_cache_tells_frozen_layers_and_other_widths_apart():
+    plan_batch_size(TinyClassifier(), table_batch, 400_000, loss_fn=xent, device="cpu", max_batch=100_000)
+    frozen = TinyClassifier()
+    frozen.net[0].requires_grad_(False)
+    plan = plan_batch_size(frozen, table_batch, 400_000, loss_fn=xent, device="cpu", max_batch=100_000)
+    assert plan.cached_traces == 0
+    wider = plan_batch_size(
+        TinyClassifier(hidden=96), table_batch, 400_000, loss_fn=xent, device="cpu", max_batch=100_000
+    )
+    assert wider.cached_traces == 0
