@@ -103,7 +103,9 @@ def _encode(frame: pd.DataFrame, columns: list[str], frequencies: dict[str, dict
 
 
 def fit_pca_drift(reference: pd.DataFrame, column_types: dict[str, str]) -> PcaDrift | None:
-    """Fit on the reference rows; None with too few rows or fewer than two usable columns."""
+    """Fit on the reference rows; None with too few rows, fewer than two usable columns, or
+    when keeping VARIANCE_KEPT needs every column (a reconstruction error of 0 with a band of
+    0 width, which float noise crossed: an alarm on nothing)."""
     if len(reference) < MIN_REFERENCE_ROWS:
         return None
     encodings = {n: feature_type(t).encoding for n, t in column_types.items()}
@@ -127,6 +129,8 @@ def fit_pca_drift(reference: pd.DataFrame, column_types: dict[str, str]) -> PcaD
     chunk_rows = len(raw) // CHUNKS
     chunks = np.arange(chunk_rows * CHUNKS).reshape(CHUNKS, chunk_rows)
     means, scales, components = _fit(raw[chunks[0::2].ravel()])
+    if len(components) == len(columns):
+        return None  # every direction kept: each row is its own reconstruction, nothing to test
     held_out = chunks[1::2]
     errors = _errors(raw[held_out.ravel()], means, scales, components).reshape(held_out.shape)
     return PcaDrift(

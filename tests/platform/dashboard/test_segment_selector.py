@@ -24,6 +24,7 @@ def segmented(db: None) -> QualityCheck:
         min_samples=100,
         min_labels=100,
         segments=[{"feature": "segment"}, {"feature": "x2", "bins": [2.0]}],
+        drift_share=0.3,  # x1 alone is a third of segment a's features (segment is constant there)
     )
     data = rows(600, seed=4)
     for r in data:
