@@ -18,6 +18,8 @@ from typing import Any, TypeVar
 import numpy as np
 import pandas as pd
 
+from workers.drift.summary import finite_values
+
 T = TypeVar("T")
 
 _SHARED: ContextVar[dict[Hashable, tuple[Any, Any]] | None] = ContextVar("shared_sorts", default=None)
@@ -52,8 +54,4 @@ def memo(key: Hashable, keep: Any, compute: Callable[[], T]) -> T:
 def sorted_finite(series: pd.Series) -> np.ndarray:
     """The column's values as float64, missing and ±inf dropped (evidently drops both), sorted."""
 
-    def compute() -> np.ndarray:
-        values = series.to_numpy(dtype="float64", na_value=np.nan)
-        return np.sort(values[np.isfinite(values)])
-
-    return memo(("sorted",) + column_key(series), series, compute)
+    return memo(("sorted",) + column_key(series), series, lambda: np.sort(finite_values(series)))
