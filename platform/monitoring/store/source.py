@@ -145,18 +145,23 @@ def _classes(values: np.ndarray, classes: list[Any]) -> np.ndarray:
 
 
 def _embedding_rows(column: pa.ChunkedArray) -> np.ndarray:
-    """A fixed-size float32 list column → an object array of row views of one (n, dim) matrix,
-    None where the row is null (a missing value of a feature that allows them)."""
-    flat = column.combine_chunks()
-    size = flat.type.list_size
-    # .values is the whole child (null rows' slots included) and ignores a slice's offset
-    values = flat.values.slice(flat.offset * size, len(flat) * size)
-    matrix = values.to_numpy().reshape(len(flat), size)
-    out = np.empty(len(matrix), dtype=object)
-    for i in range(len(matrix)):
-        out[i] = matrix[i]
-    if flat.null_count:
-        out[flat.is_null().to_numpy(zero_copy_only=False)] = None
+    """A fixed-size float32 list column → an object array of row views, None where the row is
+    null (a missing value of a feature that allows them). Each chunk's rows are views of that
+    chunk's (rows, dim) matrix, zero-copy on the part's memory map: combining the chunks first
+    copied the whole window (0.66 of 0.84 s for 100,000 x 768)."""
+    out = np.empty(len(column), dtype=object)
+    at = 0
+    for chunk in column.chunks:
+        size = chunk.type.list_size
+        # .values is the whole child (null rows' slots included) and ignores a slice's offset
+        values = chunk.values.slice(chunk.offset * size, len(chunk) * size)
+        # zero-copy unless the child has nulls (a null row's slots may be null): then one copy of the chunk
+        rows = list(values.to_numpy(zero_copy_only=False).reshape(len(chunk), size))
+        out[at : at + len(chunk)] = rows if rows else []
+        if chunk.null_count:
+            nulls = chunk.is_null().to_numpy(zero_copy_only=False)
+            out[at : at + len(chunk)][nulls] = None
+        at += len(chunk)
     return out
 
 

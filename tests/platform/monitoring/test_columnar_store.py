@@ -178,6 +178,40 @@ def test_embeddings_come_back_as_float32_rows_of_one_matrix(columnar: Path) -> N
     assert loaded[PREDICTION].dtype == np.float64 and np.isnan(loaded[LABEL]).all()
 
 
+def test_embeddings_of_several_parts_and_missing_rows_come_back_in_place(columnar: Path) -> None:
+    """Each part's rows are views of that part's matrix (no copy of the window): a window of
+    three parts, one row missing its vector, reads back every vector in place and None there."""
+    model = model_register(
+        data={
+            "name": "emb-parts",
+            "task": "regression",
+            "features": [
+                {"name": "e", "type": "embedding", "dim": 4, "missing": "allow"},
+                {"name": "x", "type": "numerical"},
+            ],
+        }
+    )
+    vectors = np.random.default_rng(1).normal(size=(9, 4)).astype("float32")
+    for k in range(3):
+        body = [
+            {
+                "id": f"s{i}",
+                "timestamp": (T0 + timedelta(seconds=i)).isoformat(),
+                "features": {"e": None if i == 4 else vectors[i].tolist(), "x": float(i)},
+                "prediction": 0.5,
+            }
+            for i in range(3 * k, 3 * k + 3)
+        ]
+        predictions_ingest(model=model, body={"samples": body})
+    assert SamplePart.objects.filter(model=model).count() == 3
+    loaded = _load(model, T0, T0 + HOUR)
+    by_x = dict(zip(loaded["x"].tolist(), loaded["e"], strict=True))
+    assert by_x[4.0] is None and len(by_x) == 9
+    for i in (0, 1, 2, 3, 5, 6, 7, 8):
+        assert by_x[float(i)].dtype == np.float32
+        np.testing.assert_array_equal(by_x[float(i)], vectors[i])
+
+
 def test_compaction_merges_an_hours_parts_into_one_and_the_window_is_unchanged(
     columnar: Path, django_capture_on_commit_callbacks: Any
 ) -> None:
