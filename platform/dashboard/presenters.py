@@ -75,10 +75,15 @@ def _metric(check: QualityCheck, metric: str) -> float | None:
 
 def _model_row(model: RegisteredModel) -> dict[str, Any]:
     metric = policy_for(model).metric
-    recent = selectors.done_checks_newest_first(model=model, limit=SPARK_CHECKS)
-    latest = recent[0] if recent else None
+    # The sparkline's checks without their drift and label JSON; the (at most two) rows shown in
+    # full are read again whole.
+    recent = selectors.done_checks_newest_first(model=model, limit=SPARK_CHECKS, light=True)
     # The newest window may have no labels yet: the last realised value is then the one to show.
+    latest = recent[0] if recent else None
     realised = next((c for c in recent if _metric(c, metric) is not None), None)
+    whole = selectors.checks_by_id(ids=[c.pk for c in (latest, realised) if c is not None])
+    latest = whole[latest.pk] if latest is not None else None
+    realised = whole[realised.pk] if realised is not None else None
     open_alerts = model.n_open or 0  # type: ignore[attr-defined]
     acknowledged = model.n_acknowledged or 0  # type: ignore[attr-defined]
     return {

@@ -292,6 +292,9 @@ class QualityCheck(models.Model):
             models.Index(fields=["state", "started_at"], name="check_state_started"),
             # Each model's latest finished check, read per model by /metrics at every scrape.
             models.Index(fields=["model", "-finished_at"], name="check_model_finished"),
+            # A model's checks newest first (the dashboard's chart, table, heat map and summary,
+            # the API's list): without it each read sorted every check of the model (5 ms at 2,000).
+            models.Index(fields=["model", "-window_end", "-id"], name="check_model_window_end"),
             # The reaper's look-up of pending reports: a handful of rows among thousands.
             models.Index(
                 fields=["report_state"],

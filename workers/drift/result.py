@@ -131,9 +131,20 @@ def _json(raw: object) -> Mapping[str, Any]:
     return raw if isinstance(raw, Mapping) else {}
 
 
+_FIELD_NAMES: dict[type[Any], tuple[str, ...]] = {}
+
+
+def _field_names(cls: type[Any]) -> tuple[str, ...]:
+    """``cls``'s field names, listed once: a stored column is read thousands of times a page."""
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))
+    return names
+
+
 def _present(cls: type[Any], raw: Mapping[str, Any]) -> dict[str, Any]:
     """The stored keys that are fields of ``cls``; an absent or null key takes the field default."""
-    return {f.name: raw[f.name] for f in fields(cls) if raw.get(f.name) is not None}
+    return {name: raw[name] for name in _field_names(cls) if raw.get(name) is not None}
 
 
 def number(value: object) -> float | None:
