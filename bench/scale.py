@@ -11,7 +11,10 @@ run:
 - a check (``quality_check_run``) of that window end to end, its load stage (the columnar
   source: parts + labels) and the rest (the check's computation), each beside the floor: the
   engine (pyarrow, memory-mapped Arrow IPC) scanning the same columns of the same parts into
-  numpy, printed as a ratio;
+  numpy, printed as a ratio; each stage of that check (its functions in monitoring.checks,
+  wrapped with a timer here) beside the floor; the targets as MET / NOT MET; the check's peak
+  memory in a second, untimed run (tracemalloc for numpy and Python, Arrow's pool);
+- a raw COPY of the same rows into today's JSON table, and ingestion's ratio to it;
 - one 768-dim embedding: bytes per sample beside the float32 payload, and a window of M samples
   read into arrays (the source, then stacked into an (M, 768) float32 matrix), beside the floor;
 - with /work/venvs/<name>-peers holding duckdb (``python3.11 -m venv V && V/bin/pip install
@@ -157,7 +160,7 @@ def _analyze() -> None:
         cursor.execute("ANALYZE monitoring_groundtruth")
 
 
-def _tabular_ingest(n: int) -> tuple[Any, datetime, datetime]:
+def _tabular_ingest(n: int) -> tuple[Any, datetime, datetime, float]:
     from django.utils import timezone
 
     from monitoring.models import MonitoringPolicy
@@ -194,7 +197,125 @@ def _tabular_ingest(n: int) -> tuple[Any, datetime, datetime]:
         f"ingest: {n:,} samples × {N_FEATURES} numerical in {ingest_s:.1f} s = {n / ingest_s:,.0f} samples/s "
         f"(one in-process client, {BATCH:,}-sample batches); labels for half in {label_s:.1f} s"
     )
-    return model, start, end
+    return model, start, end, n / ingest_s
+
+
+# The check's stages, as monitoring.checks calls them (wrapped here, in the bench only, to time
+# each one inside a real check run).
+STAGES = (
+    "window_load",
+    "reference_state",
+    "_realised",
+    "_estimate",
+    "data_quality",
+    "data_drift",
+    "descriptor_drift",
+    "multivariate_drift",
+    "_distributions",
+    "decisions_make",
+    "segments_compute",
+    "_store_distributions",
+    "alerts_evaluate",
+)
+
+
+def _timed_stages() -> tuple[dict[str, float], Any]:
+    """Wraps each stage of monitoring.checks with a timer; returns the totals and an undo."""
+    import monitoring.checks as checks
+
+    spent: dict[str, float] = dict.fromkeys(STAGES, 0.0)
+    originals = {name: getattr(checks, name) for name in STAGES}
+
+    def timed(name: str, f: Any) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            t = time.perf_counter()
+            try:
+                return f(*args, **kwargs)
+            finally:
+                spent[name] += time.perf_counter() - t
+
+        return wrapper
+
+    for name, f in originals.items():
+        setattr(checks, name, timed(name, f))
+
+    def undo() -> None:
+        for name, f in originals.items():
+            setattr(checks, name, f)
+
+    return spent, undo
+
+
+def _check_peak(model: Any, start: datetime, end: datetime) -> tuple[float, float]:
+    """Peak memory of a second run of the check: numpy and Python objects (tracemalloc: numpy
+    reports its buffers to it) and Arrow's memory pool, in GiB. tracemalloc slows allocation, so
+    this run is not timed."""
+    import tracemalloc
+
+    import pyarrow as pa
+
+    from monitoring.checks import quality_check_run
+    from monitoring.models import QualityCheck
+    from monitoring.window import range_window
+
+    QualityCheck.objects.filter(model=model).delete()
+    tracemalloc.start()
+    arrow_before = pa.default_memory_pool().max_memory() or 0
+    quality_check_run(model_id=model.pk, window=range_window(start, end))
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    arrow = max((pa.default_memory_pool().max_memory() or 0) - arrow_before, 0)
+    return peak / 2**30, arrow / 2**30
+
+
+def _copy_rate(n: int) -> float:
+    """A raw COPY of the same rows (20 numerical features, a prediction, 2 probabilities) into
+    today's JSON table, as JSON documents, under another model: samples/s."""
+    from django.db import connection
+
+    from registry.services import model_register
+
+    model = model_register(
+        data={
+            "name": f"scale-copy-{n}",
+            "task": "classification",
+            "classes": [0, 1],
+            "features": [{"name": f"x{j}", "type": "numerical"} for j in range(N_FEATURES)],
+        }
+    )
+    rng = np.random.default_rng(0)
+    now = datetime.now(UTC)
+    rows = []
+    for start in range(0, n, BATCH):
+        for s in _samples("c", start, min(BATCH, n - start), now - 24 * HOUR, 86_400 / n, rng):
+            rows.append(
+                (
+                    model.pk,
+                    s["id"],
+                    datetime.fromisoformat(s["timestamp"]),
+                    now,
+                    json.dumps(s["features"]),
+                    json.dumps(s["prediction"]),
+                    json.dumps(s["probabilities"]),
+                )
+            )
+    connection.ensure_connection()
+    raw = connection.connection
+    t = time.perf_counter()
+    with raw.transaction(), raw.cursor() as cursor:
+        with cursor.copy(
+            "COPY monitoring_predictionsample (model_id, sample_id, timestamp, received_at, "
+            "features, prediction, probabilities) FROM STDIN"
+        ) as copy:
+            for row in rows:
+                copy.write_row(row)
+    rate = n / (time.perf_counter() - t)
+    model.delete()
+    return rate
+
+
+def _verdict(ok: bool) -> str:
+    return "MET" if ok else "NOT MET"
 
 
 def tabular(n: int, media: Path) -> None:
@@ -210,8 +331,9 @@ def tabular(n: int, media: Path) -> None:
         end = start + 24 * HOUR
         QualityCheck.objects.filter(model=model).delete()  # else the same window's check is returned
         print("ingest: skipped (--reuse)")
+        ingest_rate = None
     else:
-        model, start, end = _tabular_ingest(n)
+        model, start, end, ingest_rate = _tabular_ingest(n)
     parts = sum(SamplePart.objects.filter(model=model).values_list("size", flat=True))
     index = _table_bytes("monitoring_predictionsample") / PredictionSample.objects.count()
     print(
@@ -226,9 +348,11 @@ def tabular(n: int, media: Path) -> None:
     load_s = time.perf_counter() - t
     assert len(loaded) == n == floor_n, (len(loaded), n, floor_n)
     del loaded
+    spent, undo = _timed_stages()
     t = time.perf_counter()
     check = quality_check_run(model_id=model.pk, window=range_window(start, end))
     check_s = time.perf_counter() - t
+    undo()
     assert check is not None and check.n_samples == n, check and (check.state, check.error, check.n_samples)
     print(
         f"floor: pyarrow scan of the window's {len(columns)} columns from its parts: {floor_s:.3f} s ({floor_n:,} rows)"
@@ -240,7 +364,44 @@ def tabular(n: int, media: Path) -> None:
         f"check end to end: {check_s:.2f} s = {check_s / floor_s:.1f}× the floor; "
         f"of it the check's computation ≈ {check_s - load_s:.2f} s; n_labelled {check.n_labelled:,}; state {check.state}"
     )
+    print(f"stages of that check (each stage's total time; ratio to the floor scan {floor_s:.3f} s):")
+    for name in STAGES:
+        print(f"  {name:22} {spent[name]:7.3f} s  {spent[name] / floor_s:6.1f}×")
+    tests = (
+        "data_quality",
+        "data_drift",
+        "descriptor_drift",
+        "multivariate_drift",
+        "_distributions",
+        "_estimate",
+    )
+    worst = max(tests, key=lambda k: spent[k])
+    limit = {1_000_000: 2.0, 10_000_000: 15.0}.get(n)
+    print(
+        f"targets at {n:,}: check {check_s:.2f} s"
+        + (
+            f" ≤ {limit:.0f} s → {_verdict(check_s <= limit)}"
+            if limit
+            else " (targets are set at 1M and 10M)"
+        )
+        + f"; ≤ 3× the floor ({check_s / floor_s:.1f}×) → {_verdict(check_s <= 3 * floor_s)}"
+        + f"; no test costs more than the scan (worst {worst} {spent[worst] / floor_s:.1f}×) → "
+        + _verdict(spent[worst] <= floor_s)
+    )
+    traced, arrow = _check_peak(model, start, end)
+    print(
+        f"peak memory of the check (a second, untimed run): numpy + Python {traced:.2f} GiB, Arrow pool {arrow:.2f} GiB; "
+        f"sum {traced + arrow:.2f} GiB (target ≤ 2 GiB at 10M) → {_verdict(traced + arrow <= 2.0)}"
+    )
     print(_duckdb_floor(model, columns, media))
+    if ingest_rate is not None:  # last: the COPY's rows, deleted, would count in the table's bytes above
+        copy_n = min(n, 200_000)
+        copy_rate = _copy_rate(copy_n)
+        ratio = ingest_rate / copy_rate
+        print(
+            f"raw COPY of {copy_n:,} such rows into today's JSON table: {copy_rate:,.0f} samples/s; ingest = "
+            f"{ratio:.2f}× COPY (target ≥ 1.5×, there with 4 clients: bench/ingest.py) → {_verdict(ratio >= 1.5)}"
+        )
 
 
 def embedding(n: int, dim: int) -> None:
@@ -280,7 +441,8 @@ def embedding(n: int, dim: int) -> None:
     parts = sum(SamplePart.objects.filter(model=model).values_list("size", flat=True))
     print(f"ingest: {n:,} samples × one {dim}-dim embedding in {spent:.1f} s = {n / spent:,.0f} samples/s")
     print(
-        f"bytes/sample, one {dim}-dim embedding: parts {parts / n:.0f}; float32 payload {dim * 4}: {parts / n / (dim * 4):.3f}×"
+        f"bytes/sample, one {dim}-dim embedding: parts {parts / n:.0f}; float32 payload {dim * 4}: {parts / n / (dim * 4):.3f}× "
+        f"(target ≤ 1.2×) → {_verdict(parts / n / (dim * 4) <= 1.2)}"
     )
     floor_s, _ = _floor_scan(model, ["feature:e"], start, end)
     t = time.perf_counter()
@@ -291,7 +453,8 @@ def embedding(n: int, dim: int) -> None:
     assert matrix.shape == (n, dim) and matrix.dtype == np.float32
     print(
         f"embedding window {n:,} × {dim} read into arrays: {load_s:.3f} s (into one float32 matrix {stack_s:.3f} s); "
-        f"floor {floor_s:.3f} s: {load_s / floor_s:.1f}×"
+        f"floor {floor_s:.3f} s: {load_s / floor_s:.1f}×; target ≤ 1 s at 100,000 → {_verdict(load_s <= 1.0)}"
+        + ("" if n == 100_000 else " (at this n)")
     )
 
 
