@@ -66,6 +66,8 @@ class Numerical(FeatureKind[NumericalSummary]):
     distribution_note = "values past the end bins are counted in them"
 
     def clean(self, value: Any) -> Any:
+        if type(value) is float:  # the common case first: 400,000 calls per 10,000-row batch
+            return value if math.isfinite(value) else None
         if not is_number(value):
             raise self.wrong_type(value)
         return value if math.isfinite(value) else None
