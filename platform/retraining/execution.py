@@ -311,11 +311,13 @@ class _Watch:
         self.plan = plan
         self.peaks: list[list[int | None]] = []
         self.every = float(settings.DRIFTWATCH_RETRAIN_HEARTBEAT_SECONDS)
-        self.last = 0.0
+        # -inf, not 0: time.monotonic() counts from boot, so on a machine up for less than one
+        # interval a 0 held back the first heartbeat and the first progress write.
+        self.last = -math.inf
         self.epochs = 0
         self.history: list[list[float | None]] = []
         self.latest: engine.Progress | None = None
-        self.written = 0.0
+        self.written = -math.inf
 
     def start(self, epochs: int) -> None:
         """Before an attempt (an OOM retry starts over): epoch 0 of ``epochs``."""
