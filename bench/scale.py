@@ -216,6 +216,7 @@ STAGES = (
     "segments_compute",
     "_store_distributions",
     "alerts_evaluate",
+    "detector_feed",  # the sequential detector: every label not fed yet (the first check: all of them)
 )
 
 

@@ -10,10 +10,12 @@ end, so a backfill replays the detector as it would have run.
 
 import logging
 import pickle
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import orjson
 from django.db import connection
 from django.db.models import DateTimeField, JSONField, OuterRef, Subquery
 
@@ -133,6 +135,30 @@ def _settle_known_times_postgres(model: RegisteredModel) -> None:
         )
 
 
+_UNFED_POSTGRES = """
+SELECT g.id, g.sample_id, g.label::text, p.prediction::text
+  FROM {labels} AS g
+  JOIN {samples} AS p ON p.model_id = g.model_id AND p.sample_id = g.sample_id
+ WHERE g.model_id = %s AND NOT g.fed_to_detector AND g.known_at <= %s AND p.prediction IS NOT NULL
+ ORDER BY g.known_at, g.id
+"""
+
+
+def _unfed_rows(model: RegisteredModel, known_by: datetime) -> Iterator[tuple[int, str, Any, Any]]:
+    """(label id, sample id, label, prediction) of `_unfed`, streamed. PostgreSQL: one join on a
+    server-side cursor (a sample id is unique per model, so each label meets at most one
+    prediction) instead of two correlated look-ups per label (500,000 labels: 20 s of 33)."""
+    if connection.vendor != "postgresql":
+        yield from _unfed(model, known_by).iterator(chunk_size=FEED_CHUNK)
+        return
+    sql = _UNFED_POSTGRES.format(labels=GroundTruth._meta.db_table, samples=PredictionSample._meta.db_table)
+    with connection.chunked_cursor() as cursor:
+        cursor.execute(sql, [model.pk, known_by])
+        while rows := cursor.fetchmany(FEED_CHUNK):
+            for label_id, sample_id, label, predicted in rows:
+                yield label_id, sample_id, orjson.loads(label), orjson.loads(predicted)
+
+
 def _unfed(model: RegisteredModel, known_by: datetime) -> Any:
     """Labels not fed yet whose prediction is in, known by `known_by`, in the order they became known."""
     return (
@@ -142,6 +168,20 @@ def _unfed(model: RegisteredModel, known_by: datetime) -> Any:
         .order_by("known_at", "id")
         .values_list("id", "sample_id", "label", "predicted")
     )
+
+
+def _mark_fed(ids: list[int]) -> None:
+    """PostgreSQL: one UPDATE with the ids as one array (a hundred IN lists of 5,000 parameters
+    cost 6 s of Django and driver work at 500,000 labels); else chunks of FEED_CHUNK."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {GroundTruth._meta.db_table} SET fed_to_detector = true WHERE id = ANY(%s::bigint[])",  # noqa: S608 (the model's table)
+                [ids],
+            )
+        return
+    for start in range(0, len(ids), FEED_CHUNK):
+        GroundTruth.objects.filter(pk__in=ids[start : start + FEED_CHUNK]).update(fed_to_detector=True)
 
 
 def detector_feed(*, model: RegisteredModel, known_by: datetime) -> DetectorUpdate:
@@ -156,7 +196,7 @@ def detector_feed(*, model: RegisteredModel, known_by: datetime) -> DetectorUpda
     # The labels are marked fed after the pass (SQLite's cursor does not isolate writes to the
     # table it is reading), in the same transaction as the detector's new state.
     fed: list[int] = []
-    for label_id, sample_id, label, predicted in _unfed(model, known_by).iterator(chunk_size=FEED_CHUNK):
+    for label_id, sample_id, label, predicted in _unfed_rows(model, known_by):
         before = detector.estimation
         detector.update(_error(model, predicted, label))
         fed.append(label_id)
@@ -170,8 +210,7 @@ def detector_feed(*, model: RegisteredModel, known_by: datetime) -> DetectorUpda
                     "window": int(detector.width),
                 }
             )
-    for start in range(0, len(fed), FEED_CHUNK):
-        GroundTruth.objects.filter(pk__in=fed[start : start + FEED_CHUNK]).update(fed_to_detector=True)
+    _mark_fed(fed)
     update.fed = len(fed)
     update.total = row.fed + update.fed
     if update.fed:
