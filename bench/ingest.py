@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _pg import ROOT, bench_database_url, django_on  # noqa: E402
+from _pg import ROOT, bench_database_url, copy_samples_seconds, django_on  # noqa: E402
 
 from driftwatch.paths import gunicorn_argv  # noqa: E402
 
@@ -194,35 +194,10 @@ def count_rows() -> tuple[int, int]:
 
 def copy_reference(n_rows: int) -> float:
     """Raw COPY of the same kind of rows into the same table (another model id): rows/s."""
-    from django.db import connection
-
     from registry.models import RegisteredModel
 
     model_id = RegisteredModel.objects.get(name=MODEL + "-copy").pk
-    now = datetime.now(UTC)
-    rows = [
-        (
-            model_id,
-            s["id"],
-            datetime.fromisoformat(s["timestamp"]),
-            now,
-            json.dumps(s["features"]),
-            json.dumps(s["prediction"]),
-            json.dumps(s["probabilities"]),
-        )
-        for s in make_samples("copy", n_rows, 1)
-    ]
-    connection.ensure_connection()
-    raw = connection.connection
-    t0 = time.perf_counter()
-    with raw.transaction(), raw.cursor() as cursor:
-        with cursor.copy(
-            "COPY monitoring_predictionsample (model_id, sample_id, timestamp, received_at, "
-            "features, prediction, probabilities) FROM STDIN"
-        ) as copy:
-            for row in rows:
-                copy.write_row(row)
-    return n_rows / (time.perf_counter() - t0)
+    return n_rows / copy_samples_seconds(model_id, list(make_samples("copy", n_rows, 1)))
 
 
 def main() -> None:

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _pg import bench_database_url, django_on  # noqa: E402
+from _pg import bench_database_url, copy_samples_seconds, django_on  # noqa: E402
 
 BATCH = 10_000
 N_FEATURES = 20
@@ -160,20 +160,23 @@ def _analyze() -> None:
         cursor.execute("ANALYZE monitoring_groundtruth")
 
 
+def _tabular_schema(name: str) -> dict[str, Any]:
+    """The bench's tabular model: a binary classifier on N_FEATURES numerical features."""
+    return {
+        "name": name,
+        "task": "classification",
+        "classes": [0, 1],
+        "features": [{"name": f"x{j}", "type": "numerical"} for j in range(N_FEATURES)],
+    }
+
+
 def _tabular_ingest(n: int) -> tuple[Any, datetime, datetime, float]:
     from django.utils import timezone
 
     from monitoring.models import MonitoringPolicy
     from registry.services import model_register, reference_upload
 
-    model = model_register(
-        data={
-            "name": f"scale-{n}",
-            "task": "classification",
-            "classes": [0, 1],
-            "features": [{"name": f"x{j}", "type": "numerical"} for j in range(N_FEATURES)],
-        }
-    )
+    model = model_register(data=_tabular_schema(f"scale-{n}"))
     ref = _samples("r", 0, 5000, timezone.now(), 0, np.random.default_rng(1))
     reference_upload(
         model=model,
@@ -272,45 +275,17 @@ def _check_peak(model: Any, start: datetime, end: datetime) -> tuple[float, floa
 def _copy_rate(n: int) -> float:
     """A raw COPY of the same rows (20 numerical features, a prediction, 2 probabilities) into
     today's JSON table, as JSON documents, under another model: samples/s."""
-    from django.db import connection
-
     from registry.services import model_register
 
-    model = model_register(
-        data={
-            "name": f"scale-copy-{n}",
-            "task": "classification",
-            "classes": [0, 1],
-            "features": [{"name": f"x{j}", "type": "numerical"} for j in range(N_FEATURES)],
-        }
-    )
+    model = model_register(data=_tabular_schema(f"scale-copy-{n}"))
     rng = np.random.default_rng(0)
-    now = datetime.now(UTC)
-    rows = []
-    for start in range(0, n, BATCH):
-        for s in _samples("c", start, min(BATCH, n - start), now - 24 * HOUR, 86_400 / n, rng):
-            rows.append(
-                (
-                    model.pk,
-                    s["id"],
-                    datetime.fromisoformat(s["timestamp"]),
-                    now,
-                    json.dumps(s["features"]),
-                    json.dumps(s["prediction"]),
-                    json.dumps(s["probabilities"]),
-                )
-            )
-    connection.ensure_connection()
-    raw = connection.connection
-    t = time.perf_counter()
-    with raw.transaction(), raw.cursor() as cursor:
-        with cursor.copy(
-            "COPY monitoring_predictionsample (model_id, sample_id, timestamp, received_at, "
-            "features, prediction, probabilities) FROM STDIN"
-        ) as copy:
-            for row in rows:
-                copy.write_row(row)
-    rate = n / (time.perf_counter() - t)
+    t0 = datetime.now(UTC) - 24 * HOUR
+    samples = [
+        s
+        for start in range(0, n, BATCH)
+        for s in _samples("c", start, min(BATCH, n - start), t0, 86_400 / n, rng)
+    ]
+    rate = n / copy_samples_seconds(model.pk, samples)
     model.delete()
     return rate
 
