@@ -84,6 +84,16 @@ def pairable(a: TraceProfile | None, b: TraceProfile | None) -> bool:
     )
 
 
+def divisible_line(p: TraceProfile) -> BatchLine:
+    """Event lines guessed from one trace: an allocation whose size the traced batch divides is
+    taken as per-row, any other as fixed. Traced at a prime batch that divides no parameter's size
+    (the planner's probe), a fixed storage is rarely divisible; the guess only picks which batch
+    to trace next (a wrong one costs a trace, never a plan: plans are traced batches)."""
+    sizes = torch.where(torch.remainder(p.sizes, p.batch) == 0, 2 * p.sizes, p.sizes)
+    doubled = TraceProfile(p.batch * 2, p.structure, p.shapes, sizes, p.alloc_of, None)
+    return BatchLine(p, doubled)
+
+
 class BatchLine:
     """Every event of a trace as ``size(b) = size(b0) + (b - b0) * (size(b1) - size(b0)) / (b1 - b0)``,
     rounded down; a free mirrors its allocation, so extrapolated traces free what they allocate."""

@@ -62,11 +62,19 @@ def test_traces_of_other_non_batch_shapes_do_not_pair():
     assert not pairable(profiles[16, 4], profiles[32, 8])
 
 
-def test_a_cold_plan_traces_three_batches():
+def test_a_cold_plan_traces_two_batches_the_probe_and_the_answer():
+    """The probe's trace alone guesses the answer (sizes the prime probe divides are per-row);
+    lines through the two traces confirm it: no third trace, the same plan as exact lines give."""
     plan = plan_batch_size(
         TinyClassifier(), table_batch, 400_000, loss_fn=xent, device="cpu", max_batch=100_000
     )
-    assert plan.fits and plan.traces == 3 and plan.cached_traces == 0
+    assert plan.fits and plan.traces == 2 and plan.cached_traces == 0
+    assert _peak(TinyClassifier(), table_batch, plan.batch_size + 1) > plan.usable_bytes
+
+
+def _peak(model, make_batch, n):
+    est, _ = estimate_and_trace(model, make_batch(n), loss_fn=xent, device="cpu", iterations=2)
+    return est.peak_allocated_bytes
 
 
 def test_the_same_architecture_is_planned_again_from_the_cache():
