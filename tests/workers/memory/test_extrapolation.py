@@ -102,3 +102,36 @@ def test_the_cache_tells_frozen_layers_and_other_widths_apart():
         TinyClassifier(hidden=96), table_batch, 400_000, loss_fn=xent, device="cpu", max_batch=100_000
     )
     assert wider.cached_traces == 0
+
+
+class _NormedMLP(torch.nn.Module):
+    """LayerNorm, GELU and cross-entropy: ops FakeTensorMode runs as Python decompositions."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = torch.nn.Sequential(
+            torch.nn.Linear(32, 48), torch.nn.LayerNorm(48), torch.nn.GELU(), torch.nn.Linear(48, 4)
+        )
+
+    def forward(self, x, y=None):
+        return self.net(x)
+
+
+def test_meta_kernels_trace_what_python_decompositions_trace(monkeypatch):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from workers.memory import estimator
+    from workers.memory.trace import MetaKernelFakeMode
+
+    decomposed = [torch.ops.aten.gelu_backward.default, torch.ops.aten.native_layer_norm_backward.default]
+    assert all(MetaKernelFakeMode().cpp_meta_supports_symint(op) for op in decomposed)
+    assert not any(FakeTensorMode().cpp_meta_supports_symint(op) for op in decomposed)
+    events = {}
+    for mode in (MetaKernelFakeMode, FakeTensorMode):
+        monkeypatch.setattr(estimator, "MetaKernelFakeMode", mode)
+        FakeTensorMode.cache_clear()  # the dispatch cache is shared: each mode computes its own
+        est, trace = estimate_and_trace(
+            _NormedMLP(), table_batch(24), loss_fn=xent, device="cpu", iterations=2
+        )
+        events[mode] = [(e.nbytes, e.op, e.phase, e.iteration) for e in trace.events]
+    assert events[MetaKernelFakeMode] == events[FakeTensorMode]
