@@ -31,6 +31,7 @@ PHASE_CATEGORY = {
     "optimizer": "temporaries",
     "zero_grad": "temporaries",
 }
+_DEVICE_QUERY = torch.ops.prim.device.default
 _CAST_OPS = {"aten._to_copy.default", "aten.to.dtype", "aten.to.dtype_layout"}
 
 
@@ -110,6 +111,8 @@ class AllocationRecorder(TorchDispatchMode):
     # -- dispatch ----------------------------------------------------------------------------
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         out = func(*args, **(kwargs or {}))
+        if func is _DEVICE_QUERY:
+            return out  # no storage; the autograd engine asks ~1,000 times per text-model iteration
         op = str(func)
         scratch = 0
         if self.cpu_kernel_corrections and needs_correction(op):
