@@ -205,11 +205,12 @@ class AllocationRecorder(TorchDispatchMode):
 class MetaKernelFakeMode(FakeTensorMode):
     """A fake mode that runs an op's registered Meta kernel (ATen's structured meta functions, the
     shape logic the real CPU kernel runs) where FakeTensorMode would run the op's Python
-    decomposition instead: one native call rather than a dozen fake sub-ops through Python. Only
-    output metadata comes from it (the recorder sees the op's outputs either way), and traces are
-    identical event for event (tests/workers/memory/test_extrapolation.py); a cold trace of the
-    bench's text and embedding models took 20-30% less CPU (gelu_backward, addmm, nll_loss,
-    log_softmax and layer_norm_backward were decomposed)."""
+    decomposition instead: one native call rather than a dozen fake sub-ops through Python (a cold
+    trace of the bench's text and embedding models took 20-30% less CPU; gelu_backward, addmm,
+    nll_loss, log_softmax and layer_norm_backward were decomposed). fp32 traces of the bench's deep
+    models and of the memory zoo (CPU and CUDA targets) are identical event for event; under CPU
+    bf16 autocast BatchNorm's saved mean and invstd now come out fp32, as ATen's CPU kernel
+    allocates them (the decomposition said bf16: half the bytes)."""
 
     def cpp_meta_supports_symint(self, func: Any) -> bool:
         return super().cpp_meta_supports_symint(func) or _has_meta_kernel(func.name())

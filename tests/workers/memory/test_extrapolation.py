@@ -135,3 +135,25 @@ def test_meta_kernels_trace_what_python_decompositions_trace(monkeypatch):
         )
         events[mode] = [(e.nbytes, e.op, e.phase, e.iteration) for e in trace.events]
     assert events[MetaKernelFakeMode] == events[FakeTensorMode]
+
+
+def test_meta_kernels_size_batch_norm_statistics_as_the_cpu_kernel_allocates_them():
+    """A bf16 input with fp32 weights (CPU autocast): the saved mean and invstd are fp32."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from workers.memory.trace import MetaKernelFakeMode
+
+    args = (
+        torch.randn(4, 64, 8, 8).bfloat16(),
+        torch.ones(64),
+        torch.zeros(64),
+        torch.zeros(64),
+        torch.ones(64),
+    )
+    real = torch.ops.aten.native_batch_norm.default(*args, True, 0.1, 1e-5)
+    FakeTensorMode.cache_clear()
+    with MetaKernelFakeMode() as mode:
+        fake = torch.ops.aten.native_batch_norm.default(*(mode.from_tensor(a) for a in args), True, 0.1, 1e-5)
+    nbytes = [t.untyped_storage().nbytes() for t in real]
+    assert [t.untyped_storage().nbytes() for t in fake] == nbytes
+    assert nbytes[1] == 64 * 4  # fp32, where FakeTensorMode's decomposition said bf16
