@@ -157,3 +157,15 @@ def test_meta_kernels_size_batch_norm_statistics_as_the_cpu_kernel_allocates_the
     nbytes = [t.untyped_storage().nbytes() for t in real]
     assert [t.untyped_storage().nbytes() for t in fake] == nbytes
     assert nbytes[1] == 64 * 4  # fp32, where FakeTensorMode's decomposition said bf16
+
+
+def test_the_probe_is_a_prime_no_parameter_size_is_a_multiple_of():
+    """34 input features: the first layer's 34 x 64 weights are a multiple of 17, so 19 rows probe."""
+    from workers.memory.planner import _probe_batch
+
+    model = TinyClassifier(features=34)
+    assert _probe_batch(TinyClassifier()) == 17 and _probe_batch(model) == 19
+    plan = plan_batch_size(
+        model, lambda n: table_batch(n, 34), 400_000, loss_fn=xent, device="cpu", max_batch=100_000
+    )
+    assert plan.fits and plan.traces == 2
