@@ -169,3 +169,34 @@ def test_the_probe_is_a_prime_no_parameter_size_is_a_multiple_of():
         model, lambda n: table_batch(n, 34), 400_000, loss_fn=xent, device="cpu", max_batch=100_000
     )
     assert plan.fits and plan.traces == 2
+
+
+class _Autoencoder(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = torch.nn.Sequential(
+            torch.nn.Conv2d(3, 8, 4, 2, 1), torch.nn.ConvTranspose2d(8, 3, 4, 2, 1)
+        )
+
+    def forward(self, x, y=None):
+        return self.net(x)
+
+
+def test_the_one_trace_guess_takes_convolution_scratch_per_row():
+    """Above its calibration batch the estimator scales a convolution's measured scratch with the
+    rows, so the guess does too, whether or not the probe divides its size; other sizes it does
+    not divide stay fixed."""
+    from workers.memory.extrapolation import divisible_line
+
+    net = _Autoencoder()
+    x = torch.rand(17, 3, 16, 16)
+    _, trace = estimate_and_trace(
+        net, (x, x), loss_fn=lambda o, b: (o - b[1]).pow(2).mean(), device="cpu", iterations=2
+    )
+    p = profile_of(trace, 17, (x, x), keep_trace=False)
+    scratch = p.scaled_scratch[p.alloc_of] & (p.sizes > 0)
+    assert scratch.any()
+    line = divisible_line(p)
+    assert torch.equal(line.sizes(34)[scratch], 2 * p.sizes[scratch])
+    fixed = ~scratch & (p.sizes > 0) & (torch.remainder(p.sizes, 17) != 0)
+    assert torch.equal(line.sizes(34)[fixed], p.sizes[fixed])
