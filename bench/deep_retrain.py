@@ -17,7 +17,8 @@ sizes, an MLP on sentence embeddings + tabular features, and the team's own conv
   epoch's time extrapolated from the measured steps;
 - 0 OOMs: a whole epoch (2 steps over 2 batches of the planned size), an evaluation pass and a
   checkpoint save (torch.save of model + optimizer) in one profiled run, its peak <= the cap;
-- beside it, the real Lightning BatchSizeFinder (power, binsearch; init 2, 1 step per trial) and
+- beside it, the real Lightning BatchSizeFinder (power, binsearch; init 2, 1 step per trial, max_val the
+  planner's max batch: its default 8192 returns 8192 untried, invalid for the embedding MLP) and
   Accelerate's find_executable_batch_size (starting at the same max batch the planner gets), run in
   the peers venv on the same model and data: their trials, OOMs, seconds, chosen batch. Their
   simulated OOMs (bench/_deep_models.CapOracle) cost no time, so their seconds are a lower bound.

@@ -38,6 +38,9 @@ _MATMULS = {"aten.mm.default", "aten.addmm.default", "aten.bmm.default", "aten.b
 
 _CONV = "aten.convolution.default"
 _CONV_BACKWARD = "aten.convolution_backward.default"
+# Ops whose measured scratch grows with the batch: above its calibration batch it is scaled by
+# the rows (``_measured_scratch``), so the planner's one-trace guess takes it as per-row.
+BATCH_SCALED_SCRATCH_OPS = frozenset({_CONV, _CONV_BACKWARD})
 
 
 _MSE = "aten.mse_loss.default"

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._pytree import tree_flatten
 
 from workers.memory import cuda_model, recurrent
@@ -20,6 +19,7 @@ from workers.memory.loop import Batch, LossFn, run_training
 from workers.memory.optimizers import OptimizerConfig, OptimizerSpec, build_optimizer, optimizer_name
 from workers.memory.trace import (
     AllocationRecorder,
+    MetaKernelFakeMode,
     PeakTally,
     Trace,
     classify_after_step,
@@ -183,7 +183,7 @@ def _trace(
     recorder = AllocationRecorder(trace)
     # oneDNN kernels only run when the job trains on the CPU.
     recorder.cpu_kernel_corrections = target is None
-    fake_mode = FakeTensorMode(allow_non_fake_inputs=False)
+    fake_mode = MetaKernelFakeMode(allow_non_fake_inputs=False)
     traced_on = "cpu"
     fmodel = fake_model(model, fake_mode)
     fbatch = fake_batch(batch, fake_mode)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 from torch.utils._pytree import tree_flatten
 
+from workers.memory.cpu_kernels import BATCH_SCALED_SCRATCH_OPS
 from workers.memory.loop import Batch
 from workers.memory.trace import Event, Trace
 
@@ -35,6 +36,7 @@ class TraceProfile:
     sizes: torch.Tensor  # int64 bytes per event, frees negative
     alloc_of: torch.Tensor  # per event, the index of its storage's allocation event
     trace: Trace | None  # kept for the allocator replay (CUDA); None on CPU
+    scaled_scratch: torch.Tensor | None = None  # per event: kernel scratch that grows with the rows
 
 
 def profile_of(trace: Trace, batch: int, example: Batch, keep_trace: bool) -> TraceProfile | None:
@@ -50,6 +52,9 @@ def profile_of(trace: Trace, batch: int, example: Batch, keep_trace: bool) -> Tr
         else:
             return None
     structure = hash(tuple((e.sid, e.op, e.phase, e.iteration) for e in trace.events))
+    scaled = [
+        e.op in BATCH_SCALED_SCRATCH_OPS and trace.category.get(e.sid) == "workspace" for e in trace.events
+    ]
     return TraceProfile(
         batch=batch,
         structure=structure,
@@ -57,6 +62,7 @@ def profile_of(trace: Trace, batch: int, example: Batch, keep_trace: bool) -> Tr
         sizes=torch.tensor([e.nbytes for e in trace.events], dtype=torch.int64),
         alloc_of=torch.tensor(alloc_of, dtype=torch.int64),
         trace=trace if keep_trace else None,
+        scaled_scratch=torch.tensor(scaled, dtype=torch.bool),
     )
 
 
@@ -82,6 +88,21 @@ def pairable(a: TraceProfile | None, b: TraceProfile | None) -> bool:
         and a.shapes == b.shapes
         and a.sizes.numel() == b.sizes.numel()
     )
+
+
+def divisible_line(p: TraceProfile) -> BatchLine:
+    """Event lines guessed from one trace: an allocation whose size the traced batch divides is
+    taken as per-row, any other as fixed, except measured kernel scratch that the estimator scales
+    with the rows (convolutions: ``cpu_kernels.BATCH_SCALED_SCRATCH_OPS``), per-row too. Traced at
+    a prime batch that divides no parameter's size (the planner's probe), a fixed storage is rarely
+    divisible; the guess only picks which batch to trace next (a wrong one costs a trace, never a
+    plan: plans are traced batches)."""
+    per_row = torch.remainder(p.sizes, p.batch) == 0
+    if p.scaled_scratch is not None:
+        per_row |= p.scaled_scratch
+    sizes = torch.where(per_row, 2 * p.sizes, p.sizes)
+    doubled = TraceProfile(p.batch * 2, p.structure, p.shapes, sizes, p.alloc_of, None)
+    return BatchLine(p, doubled)
 
 
 class BatchLine:

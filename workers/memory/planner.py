@@ -4,8 +4,12 @@ Every allocation of the training step is a fixed part plus a per-row part, so tw
 same step give each event as a line in the batch size (:mod:`workers.memory.extrapolation`); the
 largest batch whose extrapolated peak fits is the candidate, and a trace at the candidate verifies
 it (the plan is always a traced batch). A miss refits the lines through the two verified traces
-nearest the answer. Typically three traces: batch 16, batch 32 and the answer. Where two traces do
-not pair (a kernel changes with the batch), the peaks themselves are fitted (secant steps).
+nearest the answer. The first trace is at a prime batch (17 unless it divides a parameter's size):
+an allocation whose size it divides is guessed per-row, any other fixed, and the batch those lines
+say fits is traced second; lines through the two are then exact, so when the guess was right the
+second trace is the answer, verified. Typically two traces (three when the guess misses: the
+answer of the exact lines is traced too). Where two traces do not pair (a kernel changes with the
+batch), the peaks themselves are fitted (secant steps).
 
 Traces are cached per model architecture, batch shapes and options (``_TRACES``): a worker
 planning the same model for another device, budget or precision re-traces only what it has not
@@ -29,6 +33,7 @@ from workers.memory.extrapolation import (
     BatchLine,
     TraceProfile,
     batch_shapes,
+    divisible_line,
     largest_fitting,
     pairable,
     profile_of,
@@ -38,9 +43,10 @@ from workers.memory.margins import error_margin
 
 DEFAULT_MAX_BATCH = 4096
 MAX_TRACES_PER_OPTION = 6
-# The second traced batch: above it ATen's convolution backend no longer depends on the batch
-# (cpu_kernels._MIN_CALIBRATION_BATCH), so its trace pairs with the answer's.
-PROBE_BATCH = 16
+# The first traced batch, at least 16: above 16 ATen's convolution backend no longer depends on
+# the batch (cpu_kernels._MIN_CALIBRATION_BATCH), so its trace pairs with the answer's. A prime
+# (the first of these dividing no parameter's size), so a fixed size is rarely a multiple of it.
+PROBE_BATCHES = (17, 19, 23, 29, 31, 37)
 TRACE_CACHE_SIZE = 32
 
 
@@ -263,22 +269,47 @@ def _best_batch(ctx: _Ctx, precision: str, ckpt: bool) -> tuple[PlanOption, Memo
 
 
 def _first_points(ctx: _Ctx, precision: str, ckpt: bool) -> dict[int, _Point]:
-    """Two traces to draw the first lines through: PROBE_BATCH and twice it when it fits; else 2
-    rows (1 when 2 do not fit) beside it. Not batch 1 first: a batch of one row often runs another
-    program (squeezed views, other kernels), whose trace pairs with no other."""
-    probe = min(ctx.max_batch, PROBE_BATCH)
+    """Two traces to draw the first lines through: the probe batch and the batch its trace alone
+    says fits (``_guess``: above the probe when it fits, below it when not); else 2 rows (1 when 2
+    do not fit) beside it. Not batch 1 first: a batch of one row often runs another program
+    (squeezed views, other kernels), whose trace pairs with no other."""
+    probe = min(ctx.max_batch, _probe_batch(ctx.model))
     points: dict[int, _Point] = {}
-    for batch in [probe, *(b for b in (2, 1) if b < probe)]:
-        with contextlib.suppress(ValueError):  # BatchNorm refuses one row per channel in training
+    with contextlib.suppress(ValueError):  # BatchNorm refuses one row per channel in training
+        points[probe] = _measure(ctx, probe, precision, ckpt)
+    if probe in points:
+        fits = points[probe].used <= ctx.usable
+        guess = _guess(ctx, points[probe], probe)
+        if (probe < ctx.max_batch) if fits else (guess >= 2):
+            with contextlib.suppress(ValueError):
+                points[guess] = _measure(ctx, guess, precision, ckpt)
+        if any(point.used <= ctx.usable for point in points.values()):
+            return points
+    for batch in (b for b in (2, 1) if b < probe and b not in points):
+        with contextlib.suppress(ValueError):
             points[batch] = _measure(ctx, batch, precision, ckpt)
             if points[batch].used <= ctx.usable:
                 break
     if not points:
         points[2] = _measure(ctx, 2, precision, ckpt)  # the smallest batch BatchNorm trains on
-    if probe in points and points[probe].used <= ctx.usable and probe < ctx.max_batch:
-        second = min(ctx.max_batch, 2 * probe)
-        points[second] = _measure(ctx, second, precision, ckpt)
     return points
+
+
+def _probe_batch(model: torch.nn.Module) -> int:
+    sizes = {t.numel() for t in (*model.parameters(), *model.buffers())}
+    return next((p for p in PROBE_BATCHES if all(n % p for n in sizes)), PROBE_BATCHES[0])
+
+
+def _guess(ctx: _Ctx, point: _Point, probe: int) -> int:
+    """The batch the probe's trace alone says fits (``extrapolation.divisible_line``): above the
+    probe when the probe fits (at least one row more), below it when not (1 when nothing does)."""
+    fits = point.used <= ctx.usable
+    if point.profile is None:
+        return min(ctx.max_batch, 2 * probe) if fits else 2
+    used = _used_on(divisible_line(point.profile), point, ctx.kwargs.get("cuda_target"))
+    if fits:
+        return max(probe + 1, largest_fitting(used, ctx.usable, probe, ctx.max_batch))
+    return largest_fitting(used, ctx.usable, 1, probe - 1)
 
 
 def _next_candidate(
