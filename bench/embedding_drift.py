@@ -301,7 +301,7 @@ def power(
     runs: int,
     peer_sizes: set[int],
     alibi: AlibiPeer | None,
-    families: list[str] = list(FAMILY_KEYS),
+    families: tuple[str, ...] = tuple(FAMILY_KEYS),
     grades: dict[str, list[float]] | None = None,
 ) -> dict[tuple[str, float, int], dict[str, float]]:
     world = World(dim)
@@ -466,7 +466,7 @@ def main() -> None:
     if "power" not in skip:
         power_sizes = [int(s) for s in args.power_sizes.split(",")]
         peers = {int(s) for s in args.peer_sizes.split(",") if s}
-        families = args.families.split(",")
+        families = tuple(args.families.split(","))
         unknown = set(families) - set(FAMILY_KEYS)
         if unknown:
             parser.error(f"unknown --families {sorted(unknown)}: pick from {list(FAMILY_KEYS)}")
