@@ -428,7 +428,9 @@ def main() -> None:
     parser.add_argument("--power-dim", type=int, default=384)
     parser.add_argument("--peer-sizes", default="200", help="n where evidently's classes run too")
     parser.add_argument(
-        "--families", default=",".join(FAMILY_KEYS), help=f"power rows, comma list of: {', '.join(FAMILY_KEYS)}"
+        "--families",
+        default=",".join(FAMILY_KEYS),
+        help=f"power rows, comma list of: {', '.join(FAMILY_KEYS)}",
     )
     parser.add_argument(
         "--grades",

@@ -190,14 +190,18 @@ def _low_rank(rng: np.random.Generator, n: int, shift: float = 0.0) -> np.ndarra
     loadings = layout.normal(size=(4, 64)) * 3.0
     direction = layout.normal(size=64)
     direction /= np.linalg.norm(direction)
-    return (rng.normal(size=(n, 4)) @ loadings + rng.normal(size=(n, 64)) + shift * direction).astype("float32")
+    return (rng.normal(size=(n, 4)) @ loadings + rng.normal(size=(n, 64)) + shift * direction).astype(
+        "float32"
+    )
 
 
 def test_the_permutation_method_finds_a_small_shift_off_the_main_axes() -> None:
     """10 seeded runs of a 0.7-noise-SD shift at n = 200: found in all 10 (four ridges with equal
     min-p shares, before, found 7; evidently's default 2), and 0 alarms on 10 no-drift runs."""
     rng = np.random.default_rng(43)
-    found = [mean_perm_score(_low_rank(rng, 200), _low_rank(rng, 200, 0.7), 200)[0] <= 0.05 for _ in range(10)]
+    found = [
+        mean_perm_score(_low_rank(rng, 200), _low_rank(rng, 200, 0.7), 200)[0] <= 0.05 for _ in range(10)
+    ]
     quiet = [mean_perm_score(_low_rank(rng, 200), _low_rank(rng, 200), 200)[0] <= 0.05 for _ in range(10)]
     assert sum(found) >= 9 and sum(quiet) <= 1, (found, quiet)
 
