@@ -125,21 +125,40 @@ def _is_null(value: Any) -> bool:
 
 
 def parsed_lists(texts: list[Any]) -> list[np.ndarray] | None:
-    """JSON list texts (a window's SQL extracts every stored vector as one) parsed in one C call:
-    3x faster than ``json.loads`` per row at 20,000 x 768. None unless every value is a
-    non-empty list text whose numbers all parse finite (the caller then parses row by row)."""
+    """JSON list texts (a window's SQL extracts every stored vector as one) parsed in one call:
+    the brackets cut, the rows handed to Arrow's CSV reader as lines of float32 columns (its
+    parser runs on every core; 1.3 s for 20,000 x 768 where numpy's ``fromstring`` over the
+    joined text took 5.5 s and ``json.loads`` per row about 15 s). The rows come back as views
+    of one (n, dim) matrix. None unless every value is a non-empty list text, all of one length,
+    whose numbers all parse finite (the caller then parses row by row and says which is wrong)."""
     if not texts or not all(
         isinstance(t, str) and len(t) > 2 and t[0] == "[" and t[-1] == "]" for t in texts
     ):
         return None
-    counts = np.fromiter((t.count(",") + 1 for t in texts), dtype="int64", count=len(texts))
+    import pyarrow as pa  # lazy: only a window of embeddings pays the import
+    import pyarrow.csv as pa_csv
+
+    dim = texts[0].count(",") + 1
+    body = "\n".join(t[1:-1] for t in texts).encode()
     try:
-        flat = np.fromstring(",".join(t[1:-1] for t in texts), dtype="float32", sep=",")
-    except ValueError:  # a token that is not a number: the row-by-row path says which
+        table = pa_csv.read_csv(
+            pa.py_buffer(body),
+            read_options=pa_csv.ReadOptions(column_names=[str(i) for i in range(dim)], block_size=1 << 24),
+            parse_options=pa_csv.ParseOptions(quote_char=False, double_quote=False),
+            convert_options=pa_csv.ConvertOptions(
+                column_types=dict.fromkeys(map(str, range(dim)), pa.float32()), strings_can_be_null=False
+            ),
+        )
+    except (pa.ArrowInvalid, ValueError):  # a row of another length, a token that is not a number
         return None
-    if flat.size != counts.sum() or not np.isfinite(flat).all():
+    if table.num_rows != len(texts) or any(column.null_count for column in table.columns):
         return None
-    return np.split(flat, np.cumsum(counts)[:-1])
+    vectors = np.empty((len(texts), dim), dtype="float32")
+    for i, column in enumerate(table.columns):
+        vectors[:, i] = column.to_numpy()
+    if not np.isfinite(vectors).all():
+        return None
+    return list(vectors)
 
 
 def matrix(values: pd.Series, dim: int | None = None) -> np.ndarray:

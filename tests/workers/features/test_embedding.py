@@ -21,6 +21,7 @@ from workers.features.embedding import (
     mean_perm_score,
     min_p,
     model_score,
+    parsed_lists,
 )
 
 DIM = 16
@@ -238,3 +239,34 @@ def test_a_windows_json_texts_parse_like_the_stored_lists() -> None:
     assert np.array_equal(np.vstack(parsed.to_list()), vectors)
     one_bad = Embedding(DIM).column(pd.Series([texts.iloc[0], '[1.0, "x"]']))
     assert np.array_equal(one_bad.iloc[0], vectors[0]) and one_bad.iloc[1] is None
+
+
+@pytest.mark.parametrize(
+    "texts",
+    [
+        ["[1, 2]", "[1, 2, 3]"],  # rows of two lengths
+        ["[1, NaN]"],
+        ["[1, Infinity]"],
+        ["[1e400, 1]"],  # overflows float32
+        ['[1, "a"]'],
+        ["[1, ]"],
+        ["[[1], [2]]"],
+        ["[1,\n2]"],
+        ["[true, 1]"],
+        ["[null, 1]"],
+        ["[0x10, 1]"],
+    ],
+)
+def test_the_one_call_parse_hands_anything_unusual_to_the_row_by_row_path(texts: list[str]) -> None:
+    assert parsed_lists(texts) is None
+
+
+def test_the_one_call_parse_returns_each_row_as_float32() -> None:
+    rng = np.random.default_rng(31)
+    vectors = rng.normal(size=(300, 7)).astype("float32")
+    texts = [json.dumps([float(v) for v in row]) for row in vectors]
+    texts[5] = "[ " + texts[5][1:-1].replace(",", " ,") + " ]"  # spaces anywhere between the numbers
+    parsed = parsed_lists(texts)
+    assert parsed is not None and len(parsed) == 300
+    assert all(row.dtype == np.float32 and row.shape == (7,) for row in parsed)
+    assert np.array_equal(np.vstack(parsed), vectors)
