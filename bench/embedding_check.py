@@ -9,14 +9,13 @@ one ``dim``-dim embedding feature against an n-row reference, the window read fr
 (the relational source's JSON rows, or the columnar store's Arrow parts), the check stored. Per
 source and n, one model is registered and its reference uploaded and window ingested through the
 services (``reference_upload``, ``predictions_ingest``); then each method's check runs in a
-fresh child process (its peak RSS is the check's alone, not ingestion's). Uses (and empties) its
+fresh child process (its peak RSS, VmHWM, is the check's alone, not ingestion's). Uses (and empties) its
 own database ``<name>_embcheck`` and a temporary media folder.
 """
 
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _pg import bench_database_url, django_on  # noqa: E402
+from _proc import peak_rss_mib  # noqa: E402
 
 BATCH = 2000  # samples per ingest request
 TARGET_SECONDS = 10.0
@@ -108,7 +108,7 @@ def child(model_id: int, start: str, end: str, method: str) -> dict[str, float]:
     return {
         "wall": wall,
         "cpu": time.process_time() - cpu,
-        "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "rss_mib": peak_rss_mib(),
         "samples": float(check.n_samples),
     }
 

@@ -3,7 +3,7 @@ earlier classifier_mw) beside evidently's default embedding test (model) as the 
 and, in the power table, evidently's four methods (model, ratio, distance, mmd; mmd with
 bootstrap too) called as evidently's classes on the same data in the same run.
 
-    nice -n 10 .venv/bin/python bench/embedding_drift.py [--null-runs 100,200,100,200,40]
+    nice -n 10 .venv/bin/python bench/embedding_drift.py [--null-runs 2000,2000,1000,1000,200]
         [--runs 20] [--sizes 100,200,500,1000,5000] [--skip timing] [--peer none] [--quick]
 
 The full default run takes hours on this 2-CPU machine (run it under nice, in the background);
@@ -35,6 +35,9 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _proc import peak_rss_mib  # noqa: E402
 
 from workers.features.embedding import (  # noqa: E402
     CLASSIFIER_MW,
@@ -369,7 +372,7 @@ def _timed_check(n: int, method: str, queue: multiprocessing.Queue) -> None:  # 
     parsed = time.perf_counter()
     kind.drift_by(method, summary, values)
     finished = time.perf_counter()
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    rss = peak_rss_mib()  # VmHWM: ru_maxrss would carry the parent's over fork and exec
     queue.put((parsed - started, finished - parsed, _cpu_seconds() - cpu_before, rss))
 
 
@@ -420,7 +423,10 @@ def _grades(text: str) -> dict[str, list[float]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="100,200,500,1000,5000", help="rows per side (false alarms)")
-    parser.add_argument("--null-runs", default="100,200,100,200,40", help="runs per size (false alarms)")
+    # mean_perm costs 0.03-0.4 s a run: thousands of runs per cell take minutes, and a cell's 2-SE
+    # bound is then tight (an exact test at 100 runs still read 0.110 at 768 dims, n = 100: 7,000
+    # runs over six seeds there gave 0.050).
+    parser.add_argument("--null-runs", default="2000,2000,1000,1000,200", help="runs per size (false alarms)")
     parser.add_argument("--classifier-null-runs", type=int, default=40, help="runs for model/classifier_mw")
     parser.add_argument("--dims", default="384,768")
     parser.add_argument("--power-sizes", default="100,200,500,1000")

@@ -19,6 +19,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _proc import status_kib  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 MIB = 1024 * 1024
 
@@ -35,13 +38,6 @@ def write_body(path: Path, samples: int) -> int:
             out.write((chunk if start == 0 else "," + chunk).encode())
         out.write(b"]}")
     return path.stat().st_size
-
-
-def _status_kib(field: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise RuntimeError(f"no {field} in /proc/self/status")
 
 
 def child(root: Path, body_path: Path) -> dict[str, object]:
@@ -69,9 +65,9 @@ def child(root: Path, body_path: Path) -> dict[str, object]:
     client.post("/api/v1/models/bench/predictions", json.dumps(small), content_type="application/json")
     body = body_path.read_bytes()
     Path("/proc/self/clear_refs").write_text("5")  # peak RSS := current RSS
-    before = _status_kib("VmRSS")
+    before = status_kib("VmRSS")
     response = client.post("/api/v1/models/bench/predictions", body, content_type="application/json")
-    peak = _status_kib("VmHWM")
+    peak = status_kib("VmHWM")
     answer = response.json()
     return {
         "status": response.status_code,

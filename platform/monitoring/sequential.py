@@ -90,10 +90,8 @@ def _prediction(model: RegisteredModel, field_name: str, output_field: Any) -> S
 
 def _settle_known_times(model: RegisteredModel) -> None:
     """Give each unfed label whose prediction is in its known time (once: a label sent again is
-    reset by ingestion, and its prediction is never replaced)."""
-    if connection.vendor == "postgresql":
-        _settle_known_times_postgres(model)
-        return
+    reset by ingestion, and its prediction is never replaced). Not on PostgreSQL: there the feed's
+    query computes them and its UPDATE stores them (``_UNFED_POSTGRES``)."""
     while True:
         pending = list(
             GroundTruth.objects.filter(model=model, fed_to_detector=False, known_at__isnull=True)
@@ -116,47 +114,38 @@ def _settle_known_times(model: RegisteredModel) -> None:
         GroundTruth.objects.bulk_update(pending, ["known_at"], batch_size=1000)
 
 
-def _settle_known_times_postgres(model: RegisteredModel) -> None:
-    """label_known_at in one UPDATE joined to the predictions: chunks of 5,000 rescanned the labels
-    settled before them (100,000 labels took 66 s)."""
-    labels, samples = GroundTruth._meta.db_table, PredictionSample._meta.db_table
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            UPDATE {labels} AS g
-               SET known_at = COALESCE(
-                       g.labelled_at,
-                       GREATEST(p.timestamp, LEAST(g.received_at, g.received_at - (p.received_at - p.timestamp))))
-              FROM {samples} AS p
-             WHERE g.model_id = %s AND NOT g.fed_to_detector AND g.known_at IS NULL
-               AND p.model_id = g.model_id AND p.sample_id = g.sample_id
-            """,  # noqa: S608 (table names from the models, the model id a parameter)
-            [model.pk],
-        )
-
-
+# Known times are computed in the query (label_known_at, in SQL) and written with the fed flag in
+# one UPDATE after the pass: settling them first was a second write of every label (500,000
+# labels: 9 s of the feed's 22 s).
 _UNFED_POSTGRES = """
-SELECT g.id, g.sample_id, g.label::text, p.prediction::text
+SELECT g.id, g.sample_id, g.label::text, p.prediction::text, k.known
   FROM {labels} AS g
   JOIN {samples} AS p ON p.model_id = g.model_id AND p.sample_id = g.sample_id
- WHERE g.model_id = %s AND NOT g.fed_to_detector AND g.known_at <= %s AND p.prediction IS NOT NULL
- ORDER BY g.known_at, g.id
+ CROSS JOIN LATERAL (SELECT COALESCE(
+         g.known_at, g.labelled_at,
+         GREATEST(p.timestamp, LEAST(g.received_at, g.received_at - (p.received_at - p.timestamp))))) AS k(known)
+ WHERE g.model_id = %s AND NOT g.fed_to_detector AND k.known <= %s AND p.prediction IS NOT NULL
+ ORDER BY k.known, g.id
 """
 
 
-def _unfed_rows(model: RegisteredModel, known_by: datetime) -> Iterator[tuple[int, str, Any, Any]]:
+def _unfed_rows(
+    model: RegisteredModel, known_by: datetime
+) -> Iterator[tuple[int, str, Any, Any, datetime | None]]:
     """(label id, sample id, label, prediction) of `_unfed`, streamed. PostgreSQL: one join on a
     server-side cursor (a sample id is unique per model, so each label meets at most one
     prediction) instead of two correlated look-ups per label (500,000 labels: 20 s of 33)."""
     if connection.vendor != "postgresql":
-        yield from _unfed(model, known_by).iterator(chunk_size=FEED_CHUNK)
+        _settle_known_times(model)
+        for label_id, sample_id, label, predicted in _unfed(model, known_by).iterator(chunk_size=FEED_CHUNK):
+            yield label_id, sample_id, label, predicted, None  # settled already
         return
     sql = _UNFED_POSTGRES.format(labels=GroundTruth._meta.db_table, samples=PredictionSample._meta.db_table)
     with connection.chunked_cursor() as cursor:
         cursor.execute(sql, [model.pk, known_by])
         while rows := cursor.fetchmany(FEED_CHUNK):
-            for label_id, sample_id, label, predicted in rows:
-                yield label_id, sample_id, orjson.loads(label), orjson.loads(predicted)
+            for label_id, sample_id, label, predicted, known in rows:
+                yield label_id, sample_id, orjson.loads(label), orjson.loads(predicted), known
 
 
 def _unfed(model: RegisteredModel, known_by: datetime) -> Any:
@@ -170,14 +159,18 @@ def _unfed(model: RegisteredModel, known_by: datetime) -> Any:
     )
 
 
-def _mark_fed(ids: list[int]) -> None:
-    """PostgreSQL: one UPDATE with the ids as one array (a hundred IN lists of 5,000 parameters
-    cost 6 s of Django and driver work at 500,000 labels); else chunks of FEED_CHUNK."""
+def _mark_fed(ids: list[int], known: list[datetime | None]) -> None:
+    """PostgreSQL: one UPDATE with the ids and their known times as two arrays (a hundred IN lists
+    of 5,000 parameters cost 6 s of Django and driver work at 500,000 labels); else chunks of
+    FEED_CHUNK (the known times were settled before the pass)."""
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute(
-                f"UPDATE {GroundTruth._meta.db_table} SET fed_to_detector = true WHERE id = ANY(%s::bigint[])",  # noqa: S608 (the model's table)
-                [ids],
+                f"""
+                UPDATE {GroundTruth._meta.db_table} AS g SET fed_to_detector = true, known_at = v.known
+                  FROM unnest(%s::bigint[], %s::timestamptz[]) AS v(id, known) WHERE g.id = v.id
+                """,  # noqa: S608 (the model's table)
+                [ids, known],
             )
         return
     for start in range(0, len(ids), FEED_CHUNK):
@@ -190,16 +183,17 @@ def detector_feed(*, model: RegisteredModel, known_by: datetime) -> DetectorUpda
     row = SequentialDetector.objects.select_for_update().get(pk=row.pk)  # one feeder at a time
     detector = pickle.loads(bytes(row.state)) if row.state else _new_detector()  # noqa: S301 (our own state)
     update = DetectorUpdate(total=row.fed)
-    _settle_known_times(model)
     # One ordered pass, streamed: re-running the ordered query per chunk of 5,000 made the database
     # look up every remaining label's prediction again each time (500,000 labels: 147 s, now a few).
     # The labels are marked fed after the pass (SQLite's cursor does not isolate writes to the
     # table it is reading), in the same transaction as the detector's new state.
     fed: list[int] = []
-    for label_id, sample_id, label, predicted in _unfed_rows(model, known_by):
+    known: list[datetime | None] = []
+    for label_id, sample_id, label, predicted, known_at in _unfed_rows(model, known_by):
         before = detector.estimation
         detector.update(_error(model, predicted, label))
         fed.append(label_id)
+        known.append(known_at)
         if detector.drift_detected and detector.estimation > before:
             update.detections.append(
                 {
@@ -210,7 +204,7 @@ def detector_feed(*, model: RegisteredModel, known_by: datetime) -> DetectorUpda
                     "window": int(detector.width),
                 }
             )
-    _mark_fed(fed)
+    _mark_fed(fed, known)
     update.fed = len(fed)
     update.total = row.fed + update.fed
     if update.fed:
