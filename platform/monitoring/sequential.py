@@ -132,9 +132,11 @@ SELECT g.id, g.sample_id, g.label::text, p.prediction::text, k.known
 def _unfed_rows(
     model: RegisteredModel, known_by: datetime
 ) -> Iterator[tuple[int, str, Any, Any, datetime | None]]:
-    """(label id, sample id, label, prediction) of `_unfed`, streamed. PostgreSQL: one join on a
-    server-side cursor (a sample id is unique per model, so each label meets at most one
-    prediction) instead of two correlated look-ups per label (500,000 labels: 20 s of 33)."""
+    """(label id, sample id, label, prediction, known time) of `_unfed`, streamed. PostgreSQL: one
+    join on a server-side cursor (a sample id is unique per model, so each label meets at most one
+    prediction) instead of two correlated look-ups per label (500,000 labels: 20 s of 33), the known
+    time computed in it for `_mark_fed` to store. Elsewhere the known times are settled first, in
+    the database (`_settle_known_times`), and come back as None."""
     if connection.vendor != "postgresql":
         _settle_known_times(model)
         for label_id, sample_id, label, predicted in _unfed(model, known_by).iterator(chunk_size=FEED_CHUNK):
