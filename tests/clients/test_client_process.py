@@ -95,6 +95,10 @@ def test_a_child_forked_without_the_at_fork_hooks_gets_its_own_queue_and_thread(
         monitor = Monitor(url={server.url!r}, token="t", model="churn", max_batch_age=60)
         for i in range(3):  # queued, the sender thread waiting, when the process forks
             monitor.log_prediction(f"parent-{{i}}", {{"age": i}}, "yes")
+        # Let the sender thread finish starting and settle into its wait: a raw fork skips
+        # CPython's own at-fork hooks too, so a fork while that thread still held threading's
+        # start-up lock left the child unable to start any thread (1 run in 5 hung 60 s).
+        time.sleep(0.5)
         pid = ctypes.PyDLL(None).fork()  # PyDLL: the GIL stays held across the call
         if pid == 0:
             ok = False
