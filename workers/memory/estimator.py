@@ -6,7 +6,7 @@ import contextlib
 import time
 import warnings
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,8 +15,9 @@ from torch.utils._pytree import tree_flatten
 
 from workers.memory import cuda_model, recurrent
 from workers.memory.checkpointing import apply_activation_checkpointing
-from workers.memory.loop import Batch, LossFn, run_training
+from workers.memory.loop import Batch, LossFn, Stepper, run_training
 from workers.memory.optimizers import OptimizerConfig, OptimizerSpec, build_optimizer, optimizer_name
+from workers.memory.step_replay import ReplayMismatch, StepRecorder, StepReplay, StepReplayer
 from workers.memory.trace import (
     AllocationRecorder,
     MetaKernelFakeMode,
@@ -116,16 +117,19 @@ def estimate_and_trace(
     cuda_target: cuda_model.CudaTarget | None = None,
     capacity_bytes: int | None = None,
     fast_recurrent: bool = True,
+    step_replay: StepReplay | None = None,
 ) -> tuple[MemoryEstimate, Trace]:
     """:func:`estimate_training_memory` and the allocation trace it was computed from (the planner
-    extrapolates traces in the batch size)."""
+    extrapolates traces in the batch size). ``step_replay``: the ``trace.step_replay`` of an earlier
+    trace of the same model, optimizer and device, whose optimizer steps this trace emits instead of
+    running them (``workers.memory.step_replay``; a step they do not match is traced in full)."""
     if device not in ("cpu", "cuda"):
         raise ValueError("device must be 'cpu' or 'cuda'")
     if iterations < 2:
         raise ValueError("at least two iterations: optimizer state appears at the first step")
     started = time.perf_counter()
     target = (cuda_target or cuda_model.CudaTarget()) if device == "cuda" else None
-    trace, traced_on = _trace(
+    args = (
         model,
         example_batch,
         loss_fn,
@@ -135,8 +139,11 @@ def estimate_and_trace(
         accumulation_steps,
         checkpointing,
         target,
-        fast_recurrent,
     )
+    try:
+        trace, traced_on = _trace(*args, fast_recurrent, step_replay)
+    except ReplayMismatch:
+        trace, traced_on = _trace(*args, fast_recurrent, None)
     if target is None:
         allocated, reserved, breakdown = _cpu_accounting(trace)
     else:
@@ -178,6 +185,7 @@ def _trace(
     checkpointing: bool,
     target: cuda_model.CudaTarget | None,
     fast_recurrent: bool = True,
+    step_replay: StepReplay | None = None,
 ) -> tuple[Trace, str]:
     trace = Trace()
     recorder = AllocationRecorder(trace)
@@ -199,6 +207,12 @@ def _trace(
         params = [p for p in fmodel.parameters() if p.requires_grad]
         # A GPU run defaults to the multi-tensor (foreach) optimizers; model that even on CPU.
         opt = build_optimizer(params, optimizer, foreach=True if target is not None else None)
+        stepper: Stepper = opt
+        if isinstance(optimizer, str | OptimizerConfig):  # a callable's step may depend on anything
+            if step_replay is None:
+                stepper = StepRecorder(opt, params)
+            else:
+                stepper = StepReplayer(opt, params, step_replay, recorder)
         register_initial_state(recorder, fmodel, fbatch)
         # Emulating CUDA on a CPU trace: CPU autocast stays off (asking run_training for CUDA
         # autocast on a CPU build disables it, with a warning) and CUDA's casts are applied by
@@ -209,16 +223,20 @@ def _trace(
             run_training(
                 fmodel,
                 fbatch,
-                opt,
+                stepper,
                 loss_fn=loss_fn,
                 iterations=iterations,
                 accumulation_steps=accumulation_steps,
                 amp=amp,
                 device_type="cuda" if emulate_amp else traced_on,
                 phase=_phase_hook(recorder, fmodel, opt, emulate_amp),
-                stop_after=_SteadyState(trace) if _repeats_when_steady(target, optimizer) else None,
+                stop_after=_stop_rule(stepper, trace, iterations, _repeats_when_steady(target, optimizer)),
             )
         recorder.closed = True  # the fake model's own teardown is not part of training
+    if isinstance(stepper, StepRecorder):
+        trace.step_replay = stepper.replay(trace)
+    elif isinstance(stepper, StepReplayer):
+        trace.step_replay = step_replay
     return trace, traced_on
 
 
@@ -228,6 +246,26 @@ def _repeats_when_steady(target: cuda_model.CudaTarget | None, optimizer: Optimi
     # alone: the built-in optimizers, not a callable's (it may branch on a Python step count).
     # The allocator replay of a CUDA estimate also depends on its cache: all iterations there.
     return target is None and isinstance(optimizer, str | OptimizerConfig)
+
+
+def _stop_rule(stepper: Stepper, trace: Trace, iterations: int, steady: bool) -> Callable[[int], bool] | None:
+    """When to end the traced run: at the steady state (live bytes), or after iteration 0 when a
+    replayed run writes its iteration 1 from its iteration 0 (``step_replay``)."""
+    rule = _SteadyState(trace) if steady else None
+    repeat = isinstance(stepper, StepReplayer) and stepper.recording.repeats and (steady or iterations == 2)
+    if not repeat:
+        return rule
+    assert isinstance(stepper, StepReplayer)
+
+    def after_first(iteration: int) -> bool:
+        if rule is not None:
+            rule(iteration)
+        stepper.repeat_first_iteration()
+        if rule is not None and not rule(1):
+            raise ReplayMismatch("the repeated iteration is not the steady state")
+        return True
+
+    return after_first
 
 
 class _SteadyState:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -22,6 +22,15 @@ LossFn = Callable[[Any, Batch], torch.Tensor]
 PhaseHook = Callable[[str, int], contextlib.AbstractContextManager[None]]
 
 AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+class Stepper(Protocol):
+    """What the loop calls of an optimizer (the estimator may hand it a stand-in:
+    ``workers.memory.step_replay``)."""
+
+    def step(self) -> Any: ...
+
+    def zero_grad(self, set_to_none: bool = True) -> None: ...
 
 
 def call_model(model: torch.nn.Module, batch: Batch) -> Any:
@@ -62,7 +71,7 @@ def autocast_context(amp: str | None, device_type: str) -> contextlib.AbstractCo
 def run_training(
     model: torch.nn.Module,
     batch: Batch,
-    optimizer: torch.optim.Optimizer,
+    optimizer: Stepper,
     *,
     loss_fn: LossFn | None = None,
     iterations: int = 3,

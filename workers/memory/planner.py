@@ -40,6 +40,7 @@ from workers.memory.extrapolation import (
 )
 from workers.memory.loop import Batch, LossFn, OptimizerSpec
 from workers.memory.margins import error_margin
+from workers.memory.step_replay import StepReplay
 
 DEFAULT_MAX_BATCH = 4096
 MAX_TRACES_PER_OPTION = 6
@@ -94,6 +95,7 @@ class _Point:
     used: int
     estimate: MemoryEstimate
     profile: TraceProfile | None
+    step_replay: StepReplay | None = None  # its optimizer steps, for the next trace to replay
 
 
 @dataclass
@@ -106,6 +108,7 @@ class _Ctx:
     key: tuple[Any, ...] = ()
     traces: int = 0
     cached: int = 0
+    step_replay: StepReplay | None = None  # from the plan's latest trace (or cached point)
 
 
 _TRACES: OrderedDict[tuple[Any, ...], _Point] = OrderedDict()
@@ -242,12 +245,17 @@ def _measure(ctx: _Ctx, batch: int, precision: str, ckpt: bool) -> _Point:
     if point is not None:
         _TRACES.move_to_end(key)
         ctx.cached += 1
+        ctx.step_replay = point.step_replay or ctx.step_replay
         return point
     ctx.traces += 1
     amp = None if precision == "fp32" else precision
-    est, trace = estimate_and_trace(ctx.model, example, amp=amp, checkpointing=ckpt, **ctx.kwargs)
+    est, trace = estimate_and_trace(
+        ctx.model, example, amp=amp, checkpointing=ckpt, step_replay=ctx.step_replay, **ctx.kwargs
+    )
+    ctx.step_replay = trace.step_replay or ctx.step_replay
     used = est.device_total_bytes if est.device == "cuda" else est.peak_allocated_bytes
-    point = _Point(used, est, profile_of(trace, batch, example, keep_trace=est.device == "cuda"))
+    profile = profile_of(trace, batch, example, keep_trace=est.device == "cuda")
+    point = _Point(used, est, profile, trace.step_replay)
     _TRACES[key] = point
     while len(_TRACES) > TRACE_CACHE_SIZE:
         _TRACES.popitem(last=False)

@@ -15,7 +15,7 @@ import functools
 import weakref
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch._subclasses.fake_tensor import FakeCopyMode, FakeTensorMode
@@ -23,6 +23,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map_only
 
 from workers.memory.cpu_kernels import correct_output, held_buffer, needs_correction
+
+if TYPE_CHECKING:
+    from workers.memory.step_replay import StepReplay
 
 PHASE_CATEGORY = {
     "setup": "other",
@@ -52,6 +55,8 @@ class Trace:
     category: dict[int, str] = field(default_factory=dict)
     initial: list[int] = field(default_factory=list)  # sids live before training starts
     host: set[int] = field(default_factory=set)  # sids that stay in host memory on a GPU run
+    # The run's optimizer steps, for the next trace of the same model to replay (None: not replayable).
+    step_replay: StepReplay | None = None
 
 
 class AllocationRecorder(TorchDispatchMode):
