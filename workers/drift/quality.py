@@ -11,7 +11,6 @@ from typing import Any, NotRequired, TypedDict
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 Z_95 = 1.959963984540054  # two-sided 95% normal quantile
 BOOTSTRAP_RESAMPLES = 200  # enough for a stable 95% interval on a dashboard, cheap per check
@@ -135,6 +134,8 @@ def _binary_auc(scores: np.ndarray, positive: np.ndarray) -> float | None:
     n_neg = positive.size - n_pos
     if n_pos == 0 or n_neg == 0:
         return None
+    from scipy import stats  # lazily: see workers.drift.stats.ks_pvalue
+
     ranks = stats.rankdata(scores)
     return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 

@@ -12,8 +12,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from scipy import stats
-from scipy.spatial import distance
 
 if TYPE_CHECKING:
     from workers.drift.summary import NumericalSummary
@@ -100,6 +98,8 @@ def discrete_score(test: StatTest, ref_counts: dict[Any, int], cur_counts: dict[
 
 def ks_pvalue(reference_sorted: np.ndarray, current: np.ndarray) -> float:
     """evidently ``ks_stattest``: scipy's two-sided two-sample KS p-value (method "auto")."""
+    from scipy import stats  # here, not at the top: scipy.stats is a second of every process's start
+
     return float(stats.ks_2samp(reference_sorted, current).pvalue)
 
 
@@ -149,6 +149,8 @@ def chi_square_pvalue(reference_counts: dict[Any, int], current_counts: dict[Any
     _, ref, cur = _aligned_counts(reference_counts, current_counts)
     f_exp = ref * (cur.sum() / ref.sum())
     with np.errstate(divide="ignore", invalid="ignore"):
+        from scipy import stats
+
         return float(stats.chisquare(cur, f_exp)[1])
 
 
@@ -167,6 +169,8 @@ def z_pvalue(reference_counts: dict[Any, int], current_counts: dict[Any, int]) -
     pooled = float(p1 * n1 + p2 * n2) / (n1 + n2)
     with np.errstate(divide="ignore", invalid="ignore"):
         z = (p1 - p2) / np.sqrt(pooled * (1 - pooled) * (1.0 / n1 + 1.0 / n2))
+    from scipy import stats
+
     return float(2 * (1 - stats.norm.cdf(np.abs(z))))
 
 
@@ -178,6 +182,8 @@ def jensen_shannon(reference_counts: dict[Any, int], current_counts: dict[Any, i
     never its Sturges-histogram branch (which needs more than 20 reference values).
     """
     _, ref, cur = _aligned_counts(reference_counts, current_counts)
+    from scipy.spatial import distance
+
     return float(distance.jensenshannon(ref / ref.sum(), cur / cur.sum()))
 
 

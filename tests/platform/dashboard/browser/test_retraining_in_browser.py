@@ -74,6 +74,9 @@ def _bar(page: Any) -> tuple[int, int]:
     return int(bar.get_attribute("value")), int(bar.get_attribute("max"))
 
 
+# One width: the live refresh is the same script at both (about 30 s of training each); the pages'
+# layout at 390 px, a queued and a finished job included, is the test above's.
+@pytest.mark.parametrize("tab_for", ["desktop"], indirect=True)
 def test_staff_trigger_a_retrain_and_watch_it_progress_to_success_without_reload(
     tab_for: Callable[[str, str], Tab], transactional_db: None, training_worker: object
 ) -> None:
