@@ -25,9 +25,9 @@ sizes, an MLP on sentence embeddings + tabular features, and the team's own conv
 
 kill -9 at a random step and resume: bench/deep_resume.py. CUDA: not available.
 
-Peers venv (outside the project's requirements; lightning 2.6.6 and accelerate 1.16.0 keep torch 2.13.0):
+Peers venv (outside the project's requirements; lightning 2.6.6 and accelerate 1.15.0 keep torch 2.13.0):
     python3.11 -m venv /work/venvs/deep-peers && /work/venvs/deep-peers/bin/pip install torch==2.13.0 \
-        && /work/venvs/deep-peers/bin/pip install lightning==2.6.6 accelerate==1.16.0
+        && /work/venvs/deep-peers/bin/pip install lightning==2.6.6 accelerate==1.15.0
 Run (2-core box: --cap-scale shrinks the 1/2/4 GiB caps, compute grows with the cap):
     nice -n 10 python bench/deep_retrain.py [--cap-scale 0.0625] [--cases a,b] [--no-peers]
 """
