@@ -252,10 +252,12 @@ def _stop_rule(stepper: Stepper, trace: Trace, iterations: int, steady: bool) ->
     """When to end the traced run: at the steady state (live bytes), or after iteration 0 when a
     replayed run writes its iteration 1 from its iteration 0 (``step_replay``)."""
     rule = _SteadyState(trace) if steady else None
-    repeat = isinstance(stepper, StepReplayer) and stepper.recording.repeats and (steady or iterations == 2)
-    if not repeat:
+    if (
+        not isinstance(stepper, StepReplayer)
+        or not stepper.recording.repeats
+        or not (steady or iterations == 2)
+    ):
         return rule
-    assert isinstance(stepper, StepReplayer)
 
     def after_first(iteration: int) -> bool:
         if rule is not None:

@@ -22,7 +22,8 @@ what it did not allocate is not repeated (``ReplayMismatch``: the trace runs in 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,14 +60,14 @@ def _iterations(trace: Trace) -> list[list[Event]]:
     return out
 
 
-def _training_events(trace: Trace, iteration: int) -> list[Event]:
+def _training_events(events: list[Event]) -> list[Event]:
     """An iteration's events but its optimizer step's."""
-    spans = _iterations(trace)
-    return [e for e in spans[iteration] if e.phase != "optimizer"] if iteration < len(spans) else []
+    return [e for e in events if e.phase != "optimizer"]
 
 
-def _one_time(trace: Trace, events: list[Event]) -> set[int]:
+def _one_time(events: Iterable[Event]) -> set[int]:
     """Storages the events allocate and leave allocated."""
+    events = list(events)
     freed = {e.sid for e in events if e.nbytes < 0}
     return {e.sid for e in events if e.nbytes > 0 and e.sid not in freed}
 
@@ -75,7 +76,7 @@ def _pattern(trace: Trace, events: list[Event]) -> list[tuple[Any, ...]] | None:
     """The events with storage ids replaced by the position of their allocation in the list, device
     workspaces set up once left out; None when a free's allocation is not in the list or anything
     else is left allocated."""
-    kept = _one_time(trace, events)
+    kept = _one_time(events)
     if any(trace.category.get(sid) != "workspace" for sid in kept):
         return None
     position: dict[int, int] = {}
@@ -148,15 +149,18 @@ class StepRecorder(_Stepping):
             elif event.nbytes < 0 and event.sid in inside:
                 return None  # the rest of the program freed what a step allocated
         sids = {e.sid for step in steps for e in step}
-        freed = {e.sid for step in steps for e in step if e.nbytes < 0}
-        if any(trace.category.get(sid) == "workspace" for sid in sids - freed):
+        if any(
+            trace.category.get(sid) == "workspace" for sid in _one_time(e for step in steps for e in step)
+        ):
             return None  # a device workspace set up once per thread (cuda_model._Workspaces)
-        first = _pattern(trace, _training_events(trace, 0))
+        spans = _iterations(trace)
+        first = _pattern(trace, _training_events(spans[0])) if spans else None
         repeats = (
             len(steps) == 2
+            and len(spans) > 1
             and self.grads[0] == self.grads[1]
             and first is not None
-            and first == _pattern(trace, _training_events(trace, 1))
+            and first == _pattern(trace, _training_events(spans[1]))
         )
         return StepReplay(
             grads=tuple(g for g in self.grads if g is not None),
@@ -195,10 +199,10 @@ class StepReplayer(_Stepping):
         if not self.recording.repeats:
             raise ReplayMismatch("the recorded run did not repeat its first iteration")
         first = _iterations(trace)[0]
-        training = [e for e in first if e.phase != "optimizer"]
+        training = _training_events(first)
         if _pattern(trace, training) is None:
             raise ReplayMismatch("the first iteration carries storage into the next")
-        once = _one_time(trace, training)
+        once = _one_time(training)
         sids: dict[int, int] = {}
         stepped = False
         for event in first:
@@ -207,26 +211,25 @@ class StepReplayer(_Stepping):
                     with recorder.in_phase("optimizer", 1):
                         self._emit_step(1)
                     stepped = True
-            elif event.sid in once:
-                continue
-            else:
+            elif event.sid not in once:
                 # Labelled as the real run labels it: between phases, the resting ("setup", 0).
                 with recorder.in_phase(event.phase, 0 if event.phase == "setup" else 1):
-                    if event.nbytes < 0:
-                        recorder.emit_free(sids[event.sid], -event.nbytes, event.op)
-                        continue
-                    category = trace.category.get(event.sid, "other")
-                    sids[event.sid] = recorder.emit(event.nbytes, event.op, category)
-                if event.sid in trace.host:
-                    trace.host.add(sids[event.sid])
+                    self._copy(event, sids, trace.category, trace.host)
 
     def _emit_step(self, iteration: int) -> None:
         recording = self.recording
         for event in recording.events[iteration]:
-            if event.nbytes > 0:
-                sid = self.recorder.emit(event.nbytes, event.op, recording.category.get(event.sid, "other"))
-                self.sids[event.sid] = sid
-                if event.sid in recording.host:
-                    self.recorder.trace.host.add(sid)
-            else:
-                self.recorder.emit_free(self.sids[event.sid], -event.nbytes, event.op)
+            self._copy(event, self.sids, recording.category, recording.host)
+
+    def _copy(
+        self, event: Event, sids: dict[int, int], category: Mapping[int, str], host: AbstractSet[int]
+    ) -> None:
+        """Emit ``event`` in this trace's numbering: ``sids`` maps the source's storage ids to this
+        trace's (an allocation adds its own), ``category`` and ``host`` are the source's."""
+        if event.nbytes < 0:
+            self.recorder.emit_free(sids[event.sid], -event.nbytes, event.op)
+            return
+        sid = self.recorder.emit(event.nbytes, event.op, category.get(event.sid, "other"))
+        sids[event.sid] = sid
+        if event.sid in host:
+            self.recorder.trace.host.add(sid)
