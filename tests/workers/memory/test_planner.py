@@ -3,10 +3,12 @@
 import time
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
 
 from tests.workers.memory.conftest import DeepMLP, TinyClassifier, table_batch, xent
 from workers.memory import estimate_training_memory, plan_batch_size
 from workers.memory.allocator import MIB
+from workers.memory.planner import clear_trace_cache
 
 
 def _cpu_peak(model, batch_size, **kwargs):
@@ -160,3 +162,41 @@ def test_cpu_budget_offers_mixed_precision_and_checkpointing_when_one_sample_doe
     assert plan.fits and (plan.precision != "fp32" or plan.checkpointing)
     if torch.ops.mkldnn._is_mkldnn_bf16_supported():
         assert ("bf16", False) in configs  # mixed precision is offered where the CPU runs it
+
+
+def test_the_planner_never_generates_a_batch_s_rows():
+    built: list[bool] = []
+
+    def make_batch(n: int):
+        x, y = table_batch(n)
+        built.append(isinstance(x, FakeTensor))
+        return x, y
+
+    plan = plan_batch_size(
+        TinyClassifier(), make_batch, 2_000_000, loss_fn=xent, device="cpu", max_batch=100_000
+    )
+    assert plan.fits and plan.traces >= 1 and len(built) >= plan.traces
+    assert all(built)  # only shapes: no random number (or gathered row) behind any traced batch
+
+
+def test_a_batch_that_needs_its_values_is_built_for_real_and_planned_the_same():
+    calls: list[bool] = []
+
+    def masked(n: int):
+        # A boolean mask's result has a data-dependent shape: fake tensors cannot build it.
+        x, y = table_batch(n + 4)
+        keep = torch.arange(n + 4) >= 4
+        calls.append(isinstance(x, FakeTensor))
+        return x[keep], y[keep]
+
+    kwargs = dict(loss_fn=xent, device="cpu", max_batch=100_000)
+    clear_trace_cache()
+    plain = plan_batch_size(TinyClassifier(), table_batch, 400_000, **kwargs)
+    clear_trace_cache()
+    plan = plan_batch_size(TinyClassifier(), masked, 400_000, **kwargs)
+    assert False in calls  # the fake attempt failed and the real batch was built
+    assert (plan.batch_size, plan.estimated_bytes, plan.traces) == (
+        plain.batch_size,
+        plain.estimated_bytes,
+        plain.traces,
+    )
