@@ -182,7 +182,10 @@ def _describe(value: Any) -> Any:
 
 def _materialize(item: Any) -> Any:
     if isinstance(item, tuple) and item[:1] == ("T",):
-        return torch.zeros_like(torch.empty_strided(item[1], item[3], dtype=item[2]))
+        # Not zero-filled: what a kernel allocates does not depend on the values it reads, and
+        # filling each operand (page faults and memset of 5-10 MB, 24 operands) was a third of a
+        # cold convolutional plan.
+        return torch.empty_strided(item[1], item[3], dtype=item[2])
     return list(item) if isinstance(item, tuple) else item
 
 
