@@ -3,14 +3,14 @@
 A fixed window with a tolerance decides once per check on a batch of labels; ADWIN looks at
 every label as it arrives and cuts its window where the error rate changed. The detector's
 state lives in the database (pickled; written and read only by this module), each label is
-fed once (GroundTruth.fed_to_detector, set in the same transaction as the new state), in the
+fed once (it waits in DetectorBacklog, deleted in the same transaction as the new state), in the
 order the truths became known (``label_known_at``), and only labels known by the check's window
 end, so a backfill replays the detector as it would have run.
 """
 
 import logging
 import pickle
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -19,7 +19,7 @@ import orjson
 from django.db import connection
 from django.db.models import DateTimeField, JSONField, OuterRef, Subquery
 
-from monitoring.models import GroundTruth, PredictionSample, SequentialDetector
+from monitoring.models import DetectorBacklog, GroundTruth, PredictionSample, SequentialDetector
 from registry.models import RegisteredModel
 
 logger = logging.getLogger(__name__)
@@ -53,9 +53,16 @@ def _new_detector() -> Any:
     return ADWIN()
 
 
-def _error(model: RegisteredModel, prediction: Any, label: Any) -> float:
-    if model.is_classification:
-        return float(prediction != label)
+def _error_of(model: RegisteredModel) -> Callable[[Any, Any], float]:
+    """The error of one prediction against its label: 0/1 for a classifier, else the absolute error."""
+    return _misclassified if model.is_classification else _absolute_error
+
+
+def _misclassified(prediction: Any, label: Any) -> float:
+    return float(prediction != label)
+
+
+def _absolute_error(prediction: Any, label: Any) -> float:
     return abs(float(prediction) - float(label))
 
 
@@ -88,95 +95,97 @@ def _prediction(model: RegisteredModel, field_name: str, output_field: Any) -> S
     return Subquery(rows.values(field_name)[:1], output_field=output_field)
 
 
-def _settle_known_times(model: RegisteredModel) -> None:
-    """Give each unfed label whose prediction is in its known time (once: a label sent again is
-    reset by ingestion, and its prediction is never replaced). Not on PostgreSQL: there the feed's
-    query computes them and its UPDATE stores them (``_UNFED_POSTGRES``)."""
-    while True:
-        pending = list(
-            GroundTruth.objects.filter(model=model, fed_to_detector=False, known_at__isnull=True)
-            .annotate(
-                predicted_at=_prediction(model, "timestamp", DateTimeField()),
-                prediction_received_at=_prediction(model, "received_at", DateTimeField()),
-            )
-            .filter(predicted_at__isnull=False)
-            .only("id", "labelled_at", "received_at")[:FEED_CHUNK]
-        )
-        if not pending:
-            return
-        for label in pending:
-            label.known_at = label_known_at(
-                labelled_at=label.labelled_at,
-                received_at=label.received_at,
-                predicted_at=label.predicted_at,  # type: ignore[attr-defined]  # annotated above
-                prediction_received_at=label.prediction_received_at,  # type: ignore[attr-defined]
-            )
-        GroundTruth.objects.bulk_update(pending, ["known_at"], batch_size=1000)
+# label_known_at in SQL: computed by the query that orders the feed, never stored (it follows
+# from the label's and its prediction's times, which only a label sent again changes).
+_KNOWN_SQL = (
+    "COALESCE(g.labelled_at,"
+    " GREATEST(p.timestamp, LEAST(g.received_at, g.received_at - (p.received_at - p.timestamp))))"
+)
 
-
-# Known times are computed in the query (label_known_at, in SQL) and written with the fed flag in
-# one UPDATE after the pass: settling them first was a second write of every label (500,000
-# labels: 9 s of the feed's 22 s).
-_UNFED_POSTGRES = """
-SELECT g.id, g.sample_id, g.label::text, p.prediction::text, k.known
-  FROM {labels} AS g
-  JOIN {samples} AS p ON p.model_id = g.model_id AND p.sample_id = g.sample_id
- CROSS JOIN LATERAL (SELECT COALESCE(
-         g.known_at, g.labelled_at,
-         GREATEST(p.timestamp, LEAST(g.received_at, g.received_at - (p.received_at - p.timestamp))))) AS k(known)
- WHERE g.model_id = %s AND NOT g.fed_to_detector AND k.known <= %s AND p.prediction IS NOT NULL
+_UNFED_POSTGRES = f"""
+SELECT g.id, g.sample_id, g.label::text, p.prediction::text
+  FROM {{backlog}} AS b
+  JOIN {{labels}} AS g ON g.id = b.label_id
+  JOIN {{samples}} AS p ON p.model_id = g.model_id AND p.sample_id = g.sample_id
+ CROSS JOIN LATERAL (SELECT {_KNOWN_SQL}) AS k(known)
+ WHERE b.model_id = %s AND k.known <= %s AND p.prediction IS NOT NULL
  ORDER BY k.known, g.id
 """
 
+FedRow = tuple[int, str, Any, Any]  # label id, sample id, label, prediction
 
-def _unfed_rows(
-    model: RegisteredModel, known_by: datetime
-) -> Iterator[tuple[int, str, Any, Any, datetime | None]]:
-    """(label id, sample id, label, prediction, known time) of `_unfed`, streamed. PostgreSQL: one
-    join on a server-side cursor (a sample id is unique per model, so each label meets at most one
-    prediction) instead of two correlated look-ups per label (500,000 labels: 20 s of 33), the known
-    time computed in it for `_mark_fed` to store. Elsewhere the known times are settled first, in
-    the database (`_settle_known_times`), and come back as None."""
+
+def _unfed_rows(model: RegisteredModel, known_by: datetime) -> Iterator[FedRow]:
+    """The labels in the model's backlog whose prediction is in, known by `known_by`, in the
+    order they became known (then by id). PostgreSQL: one join, ordered and streamed on a
+    server-side cursor (a sample id is unique per model, so each label meets at most one
+    prediction); elsewhere known times are computed here and the rows sorted in Python."""
     if connection.vendor != "postgresql":
-        _settle_known_times(model)
-        for label_id, sample_id, label, predicted in _unfed(model, known_by).iterator(chunk_size=FEED_CHUNK):
-            yield label_id, sample_id, label, predicted, None  # settled already
+        yield from _unfed_sorted(model, known_by)
         return
-    sql = _UNFED_POSTGRES.format(labels=GroundTruth._meta.db_table, samples=PredictionSample._meta.db_table)
+    sql = _UNFED_POSTGRES.format(
+        backlog=DetectorBacklog._meta.db_table,
+        labels=GroundTruth._meta.db_table,
+        samples=PredictionSample._meta.db_table,
+    )
     with connection.chunked_cursor() as cursor:
         cursor.execute(sql, [model.pk, known_by])
         while rows := cursor.fetchmany(FEED_CHUNK):
-            for label_id, sample_id, label, predicted, known in rows:
-                yield label_id, sample_id, orjson.loads(label), orjson.loads(predicted), known
+            for label_id, sample_id, label, predicted in rows:
+                yield label_id, sample_id, orjson.loads(label), orjson.loads(predicted)
 
 
-def _unfed(model: RegisteredModel, known_by: datetime) -> Any:
-    """Labels not fed yet whose prediction is in, known by `known_by`, in the order they became known."""
-    return (
-        GroundTruth.objects.filter(model=model, fed_to_detector=False, known_at__lte=known_by)
-        .annotate(predicted=_prediction(model, "prediction", JSONField()))
-        .filter(predicted__isnull=False)
-        .order_by("known_at", "id")
-        .values_list("id", "sample_id", "label", "predicted")
+_ROW_FIELDS = (
+    "id",
+    "sample_id",
+    "label",
+    "predicted",
+    "labelled_at",
+    "received_at",
+    "predicted_at",
+    "prediction_received_at",
+)
+
+
+def _unfed_sorted(model: RegisteredModel, known_by: datetime) -> list[FedRow]:
+    """`_unfed_rows` through the ORM: the embedded default's volumes fit in memory."""
+    rows = (
+        GroundTruth.objects.filter(pk__in=DetectorBacklog.objects.filter(model=model).values("label_id"))
+        .annotate(
+            predicted=_prediction(model, "prediction", JSONField()),
+            predicted_at=_prediction(model, "timestamp", DateTimeField()),
+            prediction_received_at=_prediction(model, "received_at", DateTimeField()),
+        )
+        .filter(predicted__isnull=False, predicted_at__isnull=False)
+        .values(*_ROW_FIELDS)
     )
+    keyed = []
+    for r in rows:
+        known = label_known_at(
+            labelled_at=r["labelled_at"],
+            received_at=r["received_at"],
+            predicted_at=r["predicted_at"],
+            prediction_received_at=r["prediction_received_at"],
+        )
+        if known <= known_by:
+            keyed.append((known, r["id"], r["sample_id"], r["label"], r["predicted"]))
+    keyed.sort(key=lambda k: (k[0], k[1]))
+    return [(label_id, sample_id, label, predicted) for _, label_id, sample_id, label, predicted in keyed]
 
 
-def _mark_fed(ids: list[int], known: list[datetime | None]) -> None:
-    """PostgreSQL: one UPDATE with the ids and their known times as two arrays (a hundred IN lists
-    of 5,000 parameters cost 6 s of Django and driver work at 500,000 labels); else chunks of
-    FEED_CHUNK (the known times were settled before the pass)."""
+def _mark_fed(model: RegisteredModel, ids: list[int]) -> None:
+    """Take the fed labels out of the backlog. PostgreSQL: one DELETE joined to the ids as an
+    array; elsewhere chunks of FEED_CHUNK (SQLite's cap on bound variables)."""
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute(
-                f"""
-                UPDATE {GroundTruth._meta.db_table} AS g SET fed_to_detector = true, known_at = v.known
-                  FROM unnest(%s::bigint[], %s::timestamptz[]) AS v(id, known) WHERE g.id = v.id
-                """,  # noqa: S608 (the model's table)
-                [ids, known],
+                f"DELETE FROM {DetectorBacklog._meta.db_table} AS b USING unnest(%s::bigint[]) AS v(id) "  # noqa: S608 (the model's table)
+                "WHERE b.label_id = v.id",
+                [ids],
             )
         return
     for start in range(0, len(ids), FEED_CHUNK):
-        GroundTruth.objects.filter(pk__in=ids[start : start + FEED_CHUNK]).update(fed_to_detector=True)
+        DetectorBacklog.objects.filter(model=model, pk__in=ids[start : start + FEED_CHUNK]).delete()
 
 
 def detector_feed(*, model: RegisteredModel, known_by: datetime) -> DetectorUpdate:
@@ -187,15 +196,14 @@ def detector_feed(*, model: RegisteredModel, known_by: datetime) -> DetectorUpda
     update = DetectorUpdate(total=row.fed)
     # One ordered pass, streamed: re-running the ordered query per chunk of 5,000 made the database
     # look up every remaining label's prediction again each time (500,000 labels: 147 s, now a few).
-    # The labels are marked fed after the pass (SQLite's cursor does not isolate writes to the
-    # table it is reading), in the same transaction as the detector's new state.
+    # The backlog rows go after the pass (SQLite's cursor does not isolate writes to the tables
+    # it is reading), in the same transaction as the detector's new state.
     fed: list[int] = []
-    known: list[datetime | None] = []
-    for label_id, sample_id, label, predicted, known_at in _unfed_rows(model, known_by):
+    error = _error_of(model)
+    for label_id, sample_id, label, predicted in _unfed_rows(model, known_by):
         before = detector.estimation
-        detector.update(_error(model, predicted, label))
+        detector.update(error(predicted, label))
         fed.append(label_id)
-        known.append(known_at)
         if detector.drift_detected and detector.estimation > before:
             update.detections.append(
                 {
@@ -206,7 +214,7 @@ def detector_feed(*, model: RegisteredModel, known_by: datetime) -> DetectorUpda
                     "window": int(detector.width),
                 }
             )
-    _mark_fed(fed, known)
+    _mark_fed(model, fed)
     update.fed = len(fed)
     update.total = row.fed + update.fed
     if update.fed:
