@@ -171,7 +171,8 @@ def _detector_restart(model: Any) -> None:
     SequentialDetector.objects.filter(model=model).delete()
     with connection.cursor() as cursor:
         cursor.execute(
-            "INSERT INTO monitoring_detectorbacklog (label_id, model_id) SELECT id, model_id "
+            "INSERT INTO monitoring_detectorbacklog (label_id, model_id, sample_id, value, received_at, labelled_at) "
+            "SELECT id, model_id, sample_id, label, received_at, labelled_at "
             "FROM monitoring_groundtruth WHERE model_id = %s ON CONFLICT DO NOTHING",
             [model.pk],
         )

@@ -97,6 +97,13 @@ class DetectorBacklog(models.Model):
 
     label = models.OneToOneField(GroundTruth, primary_key=True, on_delete=models.CASCADE, related_name="+")
     model = models.ForeignKey(RegisteredModel, on_delete=models.CASCADE, related_name="+")
+    # The label as the feed reads it, kept equal to its GroundTruth row by labels_ingest (a label
+    # sent again while it waits is updated here in the same transaction), so the feed joins the
+    # backlog to the predictions alone (500,000 labels: about a quarter of the feed's statement).
+    sample_id = models.CharField(max_length=200)
+    value = models.JSONField()
+    received_at = models.DateTimeField()
+    labelled_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"label {self.label_id} of model {self.model_id}, not fed yet"

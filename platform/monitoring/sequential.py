@@ -19,7 +19,7 @@ import orjson
 from django.db import connection
 from django.db.models import DateTimeField, JSONField, OuterRef, Subquery
 
-from monitoring.models import DetectorBacklog, GroundTruth, PredictionSample, SequentialDetector
+from monitoring.models import DetectorBacklog, PredictionSample, SequentialDetector
 from registry.models import RegisteredModel
 
 logger = logging.getLogger(__name__)
@@ -98,8 +98,8 @@ def _prediction(model: RegisteredModel, field_name: str, output_field: Any) -> S
 # label_known_at in SQL: computed by the query that orders the feed, never stored (it follows
 # from the label's and its prediction's times, which only a label sent again changes).
 _KNOWN_SQL = (
-    "COALESCE(g.labelled_at,"
-    " GREATEST(p.timestamp, LEAST(g.received_at, g.received_at - (p.received_at - p.timestamp))))"
+    "COALESCE(b.labelled_at,"
+    " GREATEST(p.timestamp, LEAST(b.received_at, b.received_at - (p.received_at - p.timestamp))))"
 )
 
 # The feed's labels leave the backlog in the statement that reads them: the rows it deletes are
@@ -108,13 +108,13 @@ _KNOWN_SQL = (
 _TAKE_POSTGRES = f"""
 WITH fed AS (
     DELETE FROM {{backlog}} AS b
-     USING {{labels}} AS g, {{samples}} AS p
-     WHERE b.model_id = %s AND g.id = b.label_id
-       AND p.model_id = g.model_id AND p.sample_id = g.sample_id AND p.prediction IS NOT NULL
+     USING {{samples}} AS p
+     WHERE b.model_id = %s
+       AND p.model_id = b.model_id AND p.sample_id = b.sample_id AND p.prediction IS NOT NULL
        AND {_KNOWN_SQL} <= %s
-    RETURNING g.id, g.sample_id, g.label, p.prediction, {_KNOWN_SQL} AS known
+    RETURNING b.label_id, b.sample_id, b.value, p.prediction, {_KNOWN_SQL} AS known
 )
-SELECT sample_id, label::text, prediction::text FROM fed ORDER BY known, id
+SELECT sample_id, value::text, prediction::text FROM fed ORDER BY known, label_id
 """
 
 FedRow = tuple[str, Any, Any]  # sample id, label, prediction
@@ -136,9 +136,7 @@ def _take_unfed(model: RegisteredModel, known_by: datetime) -> Iterator[FedRow]:
             yield sample_id, label, predicted
         return
     sql = _TAKE_POSTGRES.format(
-        backlog=DetectorBacklog._meta.db_table,
-        labels=GroundTruth._meta.db_table,
-        samples=PredictionSample._meta.db_table,
+        backlog=DetectorBacklog._meta.db_table, samples=PredictionSample._meta.db_table
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [model.pk, known_by])
@@ -148,9 +146,9 @@ def _take_unfed(model: RegisteredModel, known_by: datetime) -> Iterator[FedRow]:
 
 
 _ROW_FIELDS = (
-    "id",
+    "label_id",
     "sample_id",
-    "label",
+    "value",
     "predicted",
     "labelled_at",
     "received_at",
@@ -163,7 +161,7 @@ def _unfed_sorted(model: RegisteredModel, known_by: datetime) -> list[tuple[int,
     """(label id, sample id, label, prediction) of `_take_unfed`, through the ORM, in memory (the
     embedded default's volumes)."""
     rows = (
-        GroundTruth.objects.filter(pk__in=DetectorBacklog.objects.filter(model=model).values("label_id"))
+        DetectorBacklog.objects.filter(model=model)
         .annotate(
             predicted=_prediction(model, "prediction", JSONField()),
             predicted_at=_prediction(model, "timestamp", DateTimeField()),
@@ -181,7 +179,7 @@ def _unfed_sorted(model: RegisteredModel, known_by: datetime) -> list[tuple[int,
             prediction_received_at=r["prediction_received_at"],
         )
         if known <= known_by:
-            keyed.append((known, r["id"], r["sample_id"], r["label"], r["predicted"]))
+            keyed.append((known, r["label_id"], r["sample_id"], r["value"], r["predicted"]))
     keyed.sort(key=lambda k: (k[0], k[1]))
     return [(label_id, sample_id, label, predicted) for _, label_id, sample_id, label, predicted in keyed]
 

@@ -200,9 +200,21 @@ def labels_ingest(*, model: RegisteredModel, body: Any) -> LabelResult:
             # Only a label stored for the first time waits for the detector: one sent again is
             # queued still, or was fed already (and is never fed twice).
             DetectorBacklog.objects.bulk_create(
-                [DetectorBacklog(label_id=pk, model=model) for pk in inserted.values()], batch_size=1000
+                [
+                    DetectorBacklog(
+                        label_id=inserted[sample_id],
+                        model=model,
+                        sample_id=sample_id,
+                        value=label.label,
+                        received_at=now,
+                        labelled_at=label.labelled_at,
+                    )
+                    for sample_id, label in labels
+                    if sample_id in inserted
+                ],
+                batch_size=1000,
             )
-            GroundTruth.objects.bulk_create(
+            resent = GroundTruth.objects.bulk_create(
                 [
                     GroundTruth(
                         model=model,
@@ -219,6 +231,7 @@ def labels_ingest(*, model: RegisteredModel, body: Any) -> LabelResult:
                 unique_fields=["model", "sample_id"],
                 update_fields=["label", "received_at", "labelled_at"],
             )
+            _backlog_refresh(resent)
             matched += len(_existing_sample_ids(model, [sample_id for sample_id, _ in labels]))
     return LabelResult(matched=matched, pending=len(order) - matched)
 
@@ -255,6 +268,18 @@ def _labels_insert_new(
             )
             inserted.update(cursor.fetchall())
     return inserted
+
+
+def _backlog_refresh(labels: list[GroundTruth]) -> None:
+    """Labels sent again: those still waiting for the detector take their new value and times
+    in the backlog too (their label rows, upserted just before, stay locked until commit, so no
+    other request changes them meanwhile; a feed may only have taken some out)."""
+    by_id = {label.pk: label for label in labels}
+    waiting = list(DetectorBacklog.objects.filter(pk__in=by_id))
+    for row in waiting:
+        label = by_id[row.pk]
+        row.value, row.received_at, row.labelled_at = label.label, label.received_at, label.labelled_at
+    DetectorBacklog.objects.bulk_update(waiting, ["value", "received_at", "labelled_at"], batch_size=500)
 
 
 def _valid_label(cleaned: tuple[str, CleanLabel] | None) -> tuple[str, CleanLabel]:

@@ -6,8 +6,8 @@ from django.db import migrations, models
 # The labels not fed yet wait in the backlog; the flag and the stored known time go (the feed
 # computes known times from the label's and its prediction's times). Back: the flag from the backlog.
 FILL_BACKLOG = """
-INSERT INTO monitoring_detectorbacklog (label_id, model_id)
-SELECT id, model_id FROM monitoring_groundtruth WHERE NOT fed_to_detector
+INSERT INTO monitoring_detectorbacklog (label_id, model_id, sample_id, value, received_at, labelled_at)
+SELECT id, model_id, sample_id, label, received_at, labelled_at FROM monitoring_groundtruth WHERE NOT fed_to_detector
 """
 FLAG_FROM_BACKLOG = """
 UPDATE monitoring_groundtruth SET fed_to_detector = NOT EXISTS (
@@ -44,6 +44,10 @@ class Migration(migrations.Migration):
                         to="registry.registeredmodel",
                     ),
                 ),
+                ("sample_id", models.CharField(max_length=200)),
+                ("value", models.JSONField()),
+                ("received_at", models.DateTimeField()),
+                ("labelled_at", models.DateTimeField(blank=True, null=True)),
             ],
         ),
         migrations.RunSQL(FILL_BACKLOG, FLAG_FROM_BACKLOG),

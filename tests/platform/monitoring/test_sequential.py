@@ -1,6 +1,7 @@
 """The per-model sequential detector: fed once per label, in arrival order, persisted, and
 raising accuracy_drop with its evidence beside the window rule."""
 
+import pickle
 from datetime import timedelta
 
 import numpy as np
@@ -157,15 +158,17 @@ def test_a_label_is_fed_exactly_when_its_known_time_by_label_known_at_is_reached
 
 
 @pytest.mark.django_db
-def test_a_label_sent_again_before_its_feed_waits_once() -> None:
+def test_a_label_sent_again_before_its_feed_waits_once_and_is_fed_with_its_new_value() -> None:
     model = monitored_model()
-    data = rows(300, seed=7)
+    data = rows(300, seed=7, flip=0.0)  # every prediction right: an error stream of zeros
     with wall_clock(SENT_AT):
         send(model, data, start=T0, prefix="a")
         labels_ingest(model=model, body={"labels": [{"id": "a0", "label": 1 - data[0]["label"]}]})
     assert DetectorBacklog.objects.filter(model=model).count() == 300
     assert feed(model).fed == 300
-    assert SequentialDetector.objects.get(model=model).fed == 300
+    stored = SequentialDetector.objects.get(model=model)
+    assert stored.fed == 300
+    assert pickle.loads(bytes(stored.state)).total == 1.0, "the one wrong label is the re-sent one"  # noqa: S301
 
 
 @pytest.mark.django_db
@@ -210,6 +213,5 @@ def test_the_backlog_migration_queues_the_labels_not_fed_yet_and_only_those() ->
     finally:
         executor = MigrationExecutor(connection)
         executor.migrate(WITH_BACKLOG)
-    assert list(DetectorBacklog.objects.values_list("label__sample_id", "model_id")) == [
-        ("waiting", model.pk)
-    ]
+    waiting = DetectorBacklog.objects.values_list("label__sample_id", "model_id", "sample_id", "value")
+    assert list(waiting) == [("waiting", model.pk, "waiting", 1)], "with the label as the feed reads it"
