@@ -93,7 +93,7 @@ class DetectorBacklog(models.Model):
     labels_ingest, in its transaction; a label sent again is not queued again) and deleted by the
     feed that feeds it, in the transaction that stores the detector's new state. A queue rather
     than a flag on the label: marking 500,000 labels fed rewrote every label row and its index
-    entries (11.6 s of a 19 s feed); deleting their backlog rows takes a fraction of a second."""
+    entries (11.6 s of a 19 s feed); deleting their 500,000 backlog rows took 0.24 s."""
 
     label = models.OneToOneField(GroundTruth, primary_key=True, on_delete=models.CASCADE, related_name="+")
     model = models.ForeignKey(RegisteredModel, on_delete=models.CASCADE, related_name="+")
