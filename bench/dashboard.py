@@ -147,8 +147,9 @@ def make_data() -> tuple[Any, float]:
             [model.pk, END, span, N_SAMPLES, END, N_SAMPLES],
         )
         cursor.execute(
-            """INSERT INTO monitoring_groundtruth (model_id, sample_id, label, received_at, fed_to_detector)
-               SELECT %s, 's' || g, to_jsonb(g %% 2), %s::timestamptz, true
+            # Fed to the detector already: no backlog rows (monitoring.models.DetectorBacklog).
+            """INSERT INTO monitoring_groundtruth (model_id, sample_id, label, received_at)
+               SELECT %s, 's' || g, to_jsonb(g %% 2), %s::timestamptz
                FROM generate_series(1, %s) AS g""",
             [model.pk, END, N_SAMPLES],
         )

@@ -13,7 +13,7 @@ from django.utils import timezone
 from core.audit import Actor, audit_record
 from core.batch import RowList, Rows, RowSpans, chunked_rows, chunks
 from core.metrics import ingest_counted
-from monitoring.models import GroundTruth, MonitoringPolicy, PredictionSample
+from monitoring.models import DetectorBacklog, GroundTruth, MonitoringPolicy, PredictionSample
 from monitoring.policy import default_metric, policy_update
 from monitoring.store.ingest import samples_store, store_is_columnar
 from monitoring.validation import CleanLabel, CleanSample, SampleCleaner, clean_label, require_list
@@ -196,7 +196,25 @@ def labels_ingest(*, model: RegisteredModel, body: Any) -> LabelResult:
                 _valid_label(clean_label(raw, i, errors, schema, lookup, now))
                 for i, raw in zip(chunk, rows.load(chunk), strict=True)
             ]
-            GroundTruth.objects.bulk_create(
+            inserted = _labels_insert_new(model, labels, now)
+            # Only a label stored for the first time waits for the detector: one sent again is
+            # queued still, or was fed already (and is never fed twice).
+            DetectorBacklog.objects.bulk_create(
+                [
+                    DetectorBacklog(
+                        label_id=inserted[sample_id],
+                        model=model,
+                        sample_id=sample_id,
+                        value=label.label,
+                        received_at=now,
+                        labelled_at=label.labelled_at,
+                    )
+                    for sample_id, label in labels
+                    if sample_id in inserted
+                ],
+                batch_size=1000,
+            )
+            resent = GroundTruth.objects.bulk_create(
                 [
                     GroundTruth(
                         model=model,
@@ -204,17 +222,64 @@ def labels_ingest(*, model: RegisteredModel, body: Any) -> LabelResult:
                         label=label.label,
                         received_at=now,
                         labelled_at=label.labelled_at,
-                        known_at=None,  # decided at the detector's next feed (label_known_at)
                     )
                     for sample_id, label in labels
+                    if sample_id not in inserted
                 ],
                 batch_size=1000,
                 update_conflicts=True,
                 unique_fields=["model", "sample_id"],
-                update_fields=["label", "received_at", "labelled_at", "known_at"],
+                update_fields=["label", "received_at", "labelled_at"],
             )
+            _backlog_refresh(resent)
             matched += len(_existing_sample_ids(model, [sample_id for sample_id, _ in labels]))
     return LabelResult(matched=matched, pending=len(order) - matched)
+
+
+LABEL_INSERT_ROWS = 500  # 5 parameters a row: well under SQLite's cap on bound variables
+
+
+def _labels_insert_new(
+    model: RegisteredModel, labels: list[tuple[str, CleanLabel]], now: datetime
+) -> dict[str, int]:
+    """Insert the labels not stored yet; {sample id: label id} of those it inserted. ON CONFLICT DO
+    NOTHING RETURNING names exactly the rows this statement created (a concurrent request's row
+    waits for it and conflicts), so a label is queued for the detector once, by its creator."""
+    table, fields = GroundTruth._meta.db_table, GroundTruth._meta
+    label_field, time_field = fields.get_field("label"), fields.get_field("received_at")
+    inserted: dict[str, int] = {}
+    with connection.cursor() as cursor:
+        for start in range(0, len(labels), LABEL_INSERT_ROWS):
+            batch = labels[start : start + LABEL_INSERT_ROWS]
+            params: list[Any] = []
+            for sample_id, label in batch:
+                params += [
+                    model.pk,
+                    sample_id,
+                    label_field.get_db_prep_save(label.label, connection),
+                    time_field.get_db_prep_save(now, connection),
+                    time_field.get_db_prep_save(label.labelled_at, connection),
+                ]
+            values = ", ".join(["(%s, %s, %s, %s, %s)"] * len(batch))
+            cursor.execute(
+                f"INSERT INTO {table} (model_id, sample_id, label, received_at, labelled_at) VALUES {values} "  # noqa: S608 (our table; values are parameters)
+                "ON CONFLICT (model_id, sample_id) DO NOTHING RETURNING sample_id, id",
+                params,
+            )
+            inserted.update(cursor.fetchall())
+    return inserted
+
+
+def _backlog_refresh(labels: list[GroundTruth]) -> None:
+    """Labels sent again: those still waiting for the detector take their new value and times
+    in the backlog too (their label rows, upserted just before, stay locked until commit, so no
+    other request changes them meanwhile; a feed may only have taken some out)."""
+    by_id = {label.pk: label for label in labels}
+    waiting = list(DetectorBacklog.objects.filter(pk__in=by_id))
+    for row in waiting:
+        label = by_id[row.pk]
+        row.value, row.received_at, row.labelled_at = label.label, label.received_at, label.labelled_at
+    DetectorBacklog.objects.bulk_update(waiting, ["value", "received_at", "labelled_at"], batch_size=500)
 
 
 def _valid_label(cleaned: tuple[str, CleanLabel] | None) -> tuple[str, CleanLabel]:

@@ -71,11 +71,16 @@ class PcaDrift:
 def _errors(raw: np.ndarray, means: np.ndarray, scales: np.ndarray, components: np.ndarray) -> np.ndarray:
     """Each row's distance to its reconstruction. The components are orthonormal rows, so the
     squared distance is |z|² − |z·Cᵀ|² (no n × d reconstruction is built)."""
-    z = (raw - means) / scales
-    z[np.isnan(z)] = 0.0  # a missing value sits at the reference mean
+    # In place where the values allow it (the same operations, so the same bits): each
+    # temporary of a 1M × 20 window is 160 MB.
+    z = raw - means
+    z /= scales
+    np.copyto(z, 0.0, where=np.isnan(z))  # a missing value sits at the reference mean
     projected = z @ components.T
-    squared = np.einsum("ij,ij->i", z, z) - np.einsum("ij,ij->i", projected, projected)
-    return np.sqrt(np.maximum(squared, 0.0))
+    squared = np.einsum("ij,ij->i", z, z)
+    squared -= np.einsum("ij,ij->i", projected, projected)
+    np.maximum(squared, 0.0, out=squared)
+    return np.sqrt(squared, out=squared)
 
 
 def _fit(raw: np.ndarray, k: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -91,15 +96,18 @@ def _fit(raw: np.ndarray, k: int | None = None) -> tuple[np.ndarray, np.ndarray,
 
 
 def _encode(frame: pd.DataFrame, columns: list[str], frequencies: dict[str, dict[str, float]]) -> np.ndarray:
-    out = np.empty((len(frame), len(columns)))
+    # Filled a column per row of a (columns, rows) array, then turned into the row-major matrix
+    # in one copy: writing each column down a row-major 1M × 20 array strided every write
+    # (0.27-0.7 s against 0.07 s, same values).
+    out = np.empty((len(columns), len(frame)))
     for j, name in enumerate(columns):
         if name in frequencies:
             shares = frequencies[name]
             values = frame[name].astype("object")
-            out[:, j] = [shares.get(str(v), 0.0) if v is not None else np.nan for v in values]
+            out[j] = [shares.get(str(v), 0.0) if v is not None else np.nan for v in values]
         else:
-            out[:, j] = pd.to_numeric(frame[name], errors="coerce").to_numpy(dtype="float64")
-    return out
+            out[j] = pd.to_numeric(frame[name], errors="coerce").to_numpy(dtype="float64")
+    return np.ascontiguousarray(out.T)
 
 
 def fit_pca_drift(reference: pd.DataFrame, column_types: dict[str, str]) -> PcaDrift | None:

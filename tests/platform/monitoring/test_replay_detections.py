@@ -5,10 +5,11 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.db import transaction
 
 from monitoring.checks import quality_check_run
-from monitoring.models import GroundTruth, MonitoringPolicy, QualityCheck
-from monitoring.sequential import label_known_at
+from monitoring.models import DetectorBacklog, MonitoringPolicy, QualityCheck
+from monitoring.sequential import detector_feed, label_known_at
 from monitoring.services import labels_ingest, predictions_ingest
 from monitoring.window import scheduled_window
 from registry.models import RegisteredModel
@@ -103,9 +104,12 @@ def test_a_label_is_known_when_its_replayed_prediction_was_made_plus_the_replays
         predictions_ingest(model=model, body=predictions(0))
     with wall_clock(at(days=2, seconds=40), tick=False):
         labels_ingest(model=model, body=labels(0))
-    check(model, 0)  # the detector's feed settles each label's known time
-    label = GroundTruth.objects.get(model=model, sample_id="h0-3")
-    assert label.known_at == at(seconds=40) + 3 * STEP
+    known = at(seconds=40) + 3 * STEP  # h0-3's: the feed known by then feeds it, one a µs earlier does not
+    with transaction.atomic():
+        assert detector_feed(model=model, known_by=known - timedelta(microseconds=1)).fed == 3
+        assert DetectorBacklog.objects.filter(label__sample_id="h0-3").exists()
+        assert detector_feed(model=model, known_by=known).fed == 1
+        assert not DetectorBacklog.objects.filter(label__sample_id="h0-3").exists()
 
 
 def test_the_known_time_rule() -> None:

@@ -1,18 +1,20 @@
 """The per-model sequential detector: fed once per label, in arrival order, persisted, and
 raising accuracy_drop with its evidence beside the window rule."""
 
+import pickle
 from datetime import timedelta
 
 import numpy as np
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
+from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 from river.drift import ADWIN
 
 from monitoring.checks import quality_check_run
 from monitoring.models import (
     Alert,
-    GroundTruth,
+    DetectorBacklog,
     MonitoringPolicy,
     PredictionSample,
     QualityCheck,
@@ -121,15 +123,16 @@ def test_a_policy_without_the_detector_feeds_nothing() -> None:
     send(model, rows(300, seed=6), start=T0, prefix="a")
     window = scheduled_window(MonitoringPolicy.objects.get(model=model), T0 + timedelta(hours=1))
     quality_check_run(model_id=model.pk, window=window)
-    assert not GroundTruth.objects.filter(fed_to_detector=True).exists()
+    assert DetectorBacklog.objects.filter(model=model).count() == 300, "every label still waits"
     assert "sequential" not in QualityCheck.objects.get().decisions
 
 
 @pytest.mark.django_db
-def test_the_settled_known_time_is_label_known_at_for_every_kind_of_lag() -> None:
-    # PostgreSQL settles known times in one UPDATE, the embedded default row by row: both must be
-    # the rule itself, for live labels, replayed ones, labels sent before their prediction and
-    # labels that carry the client's timestamp.
+def test_a_label_is_fed_exactly_when_its_known_time_by_label_known_at_is_reached() -> None:
+    # PostgreSQL computes known times in the feed's query, the embedded default in Python: both
+    # must be the rule itself, for live labels, replayed ones, labels sent before their
+    # prediction and labels that carry the client's timestamp. Each label is fed by a feed known
+    # by its known time, and not by one a microsecond earlier.
     model = monitored_model()
     cases = [  # (prediction's time, prediction received, label received, client timestamp)
         (T0, T0, at(hours=1), None),
@@ -138,13 +141,77 @@ def test_the_settled_known_time_is_label_known_at_for_every_kind_of_lag() -> Non
         (T0, at(days=2), at(days=2, hours=1), at(minutes=30)),
         (at(hours=5), at(days=1), at(hours=20), None),
     ]
+    known = {}
     for i, (predicted, prediction_received, label_received, stamped) in enumerate(cases):
         PredictionSample.objects.create(model=model, sample_id=f"k{i}", timestamp=predicted,
                                         received_at=prediction_received, features={}, prediction=1)  # fmt: skip
-        GroundTruth.objects.create(model=model, sample_id=f"k{i}", label=1, received_at=label_received,
-                                   labelled_at=stamped)  # fmt: skip
-    assert feed(model, known_by=at(days=30)).fed == len(cases)
-    for i, (predicted, prediction_received, label_received, stamped) in enumerate(cases):
-        expected = label_known_at(labelled_at=stamped, received_at=label_received, predicted_at=predicted,
-                                  prediction_received_at=prediction_received)  # fmt: skip
-        assert GroundTruth.objects.get(model=model, sample_id=f"k{i}").known_at == expected, i
+        label = {"id": f"k{i}", "label": 1} | ({"timestamp": stamped.isoformat()} if stamped else {})
+        with wall_clock(label_received, tick=False):
+            labels_ingest(model=model, body={"labels": [label]})
+        known[f"k{i}"] = label_known_at(labelled_at=stamped, received_at=label_received, predicted_at=predicted,
+                                        prediction_received_at=prediction_received)  # fmt: skip
+    assert len(set(known.values())) == len(cases), "distinct known times: one label per step"
+    for sample_id, when in sorted(known.items(), key=lambda item: item[1]):
+        assert feed(model, known_by=when - timedelta(microseconds=1)).fed == 0, sample_id
+        assert feed(model, known_by=when).fed == 1, sample_id
+        assert not DetectorBacklog.objects.filter(label__sample_id=sample_id).exists(), sample_id
+
+
+@pytest.mark.django_db
+def test_a_label_sent_again_before_its_feed_waits_once_and_is_fed_with_its_new_value() -> None:
+    model = monitored_model()
+    data = rows(300, seed=7, flip=0.0)  # every prediction right: an error stream of zeros
+    with wall_clock(SENT_AT):
+        send(model, data, start=T0, prefix="a")
+        labels_ingest(model=model, body={"labels": [{"id": "a0", "label": 1 - data[0]["label"]}]})
+    assert DetectorBacklog.objects.filter(model=model).count() == 300
+    assert feed(model).fed == 300
+    stored = SequentialDetector.objects.get(model=model)
+    assert stored.fed == 300
+    assert pickle.loads(bytes(stored.state)).total == 1.0, "the one wrong label is the re-sent one"  # noqa: S301
+
+
+@pytest.mark.django_db
+def test_a_check_that_fails_after_feeding_feeds_nothing_and_its_rerun_feeds_each_label_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    model = monitored_model(window_size=3000)
+    send(model, rows(400, seed=8), start=T0, prefix="a")
+    window = scheduled_window(MonitoringPolicy.objects.get(model=model), timezone.now())
+
+    def broken(**_: object) -> None:
+        raise RuntimeError("the check fails after the detector's feed, in the same transaction")
+
+    monkeypatch.setattr("monitoring.checks.alerts_evaluate", broken)
+    with pytest.raises(RuntimeError):
+        quality_check_run(model_id=model.pk, window=window)
+    assert DetectorBacklog.objects.filter(model=model).count() == 400, "the feed was rolled back"
+    assert not SequentialDetector.objects.filter(model=model, fed__gt=0).exists()
+    monkeypatch.undo()
+    ran = quality_check_run(model_id=model.pk, window=window)
+    assert ran is not None and ran.decisions["sequential"]["fed"] == 400
+    assert SequentialDetector.objects.get(model=model).fed == 400
+    assert not DetectorBacklog.objects.filter(model=model).exists()
+    assert feed(model, known_by=timezone.now()).fed == 0, "nothing is fed twice"
+
+
+BEFORE_BACKLOG = [("monitoring", "0021_check_model_window_end")]
+WITH_BACKLOG = [("monitoring", "0022_detector_backlog")]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_backlog_migration_queues_the_labels_not_fed_yet_and_only_those() -> None:
+    model = monitored_model(reference_rows=200)
+    executor = MigrationExecutor(connection)
+    executor.migrate(BEFORE_BACKLOG)
+    try:
+        old = executor.loader.project_state(BEFORE_BACKLOG).apps.get_model("monitoring", "GroundTruth")
+        for sample_id, fed in (("fed", True), ("waiting", False)):
+            old.objects.create(
+                model_id=model.pk, sample_id=sample_id, label=1, received_at=T0, fed_to_detector=fed
+            )
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.migrate(WITH_BACKLOG)
+    waiting = DetectorBacklog.objects.values_list("label__sample_id", "model_id", "sample_id", "value")
+    assert list(waiting) == [("waiting", model.pk, "waiting", 1)], "with the label as the feed reads it"

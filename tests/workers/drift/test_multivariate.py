@@ -80,3 +80,24 @@ def test_no_multivariate_test_when_every_direction_is_kept() -> None:
     rng = np.random.default_rng(5)
     two = pd.DataFrame({"a": rng.normal(size=1000), "b": rng.normal(size=1000)})
     assert fit_pca_drift(two, {"a": "numerical", "b": "numerical"}) is None
+
+
+def test_the_window_errors_are_the_plain_formula_bit_for_bit() -> None:
+    # The errors are computed in place to spare 160 MB temporaries on a 1M-row window; the
+    # decision rides on their mean, so they must stay the textbook expression exactly.
+    reference, current = frame(5000, seed=5, correlation=0.5), frame(3000, seed=6, correlation=0.5)
+    current.loc[::7, "a"] = np.nan
+    model = fit_pca_drift(reference, TYPES)
+    assert model is not None
+    encoded = [
+        current[c].map(model.frequencies[c]) if c in model.frequencies else current[c] for c in model.columns
+    ]
+    raw = np.column_stack([column.to_numpy(float) for column in encoded])
+    z = (raw - model.means) / model.scales
+    z[np.isnan(z)] = 0.0
+    projected = z @ model.components.T
+    expected = np.sqrt(
+        np.maximum(np.einsum("ij,ij->i", z, z) - np.einsum("ij,ij->i", projected, projected), 0.0)
+    )
+    assert "segment" in model.frequencies and np.isnan(raw).any()
+    assert np.array_equal(model.errors(current), expected)
