@@ -130,7 +130,8 @@ def _is_null(value: Any) -> bool:
 
 
 def parsed_lists(texts: list[Any]) -> list[np.ndarray] | None:
-    """JSON list texts (a window's SQL extracts every stored vector as one) parsed in one call:
+    """JSON list texts (a window's SQL extracts every stored vector as one: on SQLite, or on
+    PostgreSQL when ``keyed_lists`` found an odd row) parsed in one call:
     the brackets cut, the rows handed to Arrow's CSV reader as lines of float32 columns (its
     parser runs on every core; 2.0 s for 20,000 x 768 in bench/embedding_drift.py, where numpy's
     ``fromstring`` over the joined text took 9.2 s). The rows come back as views
