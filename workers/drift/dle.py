@@ -59,6 +59,11 @@ def _threads_for(rows: int) -> Iterator[None]:
     if rows >= SINGLE_THREAD_ROWS:
         yield
         return
+    # A limit reaches only the libraries loaded when it is set: the trees' OpenMP runtime comes
+    # with this import, which a fresh worker's first fit otherwise made inside the limit, so
+    # its fits ran on libgomp's two spinning threads (a 20,000-row reference: 1.0-4.0 s of fits
+    # under load, 0.15-0.27 s on one thread).
+    import sklearn.ensemble  # noqa: F401
     from threadpoolctl import threadpool_limits  # scikit-learn's own dependency
 
     with threadpool_limits(limits=1, user_api="openmp"):

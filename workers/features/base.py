@@ -113,6 +113,12 @@ class FeatureKind(ABC, Generic[S]):
     def column(self, values: pd.Series) -> pd.Series:
         """Stored or loaded values (any dtype, missing as None/NaN) → the typed column."""
 
+    @property
+    def vector_dim(self) -> int | None:
+        """The length of every value when each is a list of numbers loaded as one float32 row
+        (a source may then read the column as a matrix); None for any other type."""
+        return None
+
     # -- reference summary
     @abstractmethod
     def summarize(self, values: pd.Series) -> S:

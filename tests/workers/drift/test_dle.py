@@ -1,6 +1,10 @@
 """Direct loss estimation: the label-free MAE of a regressor follows the realised MAE under
 covariate shift, where the error depends on the inputs."""
 
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -83,3 +87,16 @@ def test_the_loss_model_runs_every_boosting_round_on_a_large_reference() -> None
     estimator = fit_loss_estimator(frame(12_000, seed=1, x_mean=0.0), TYPES, "pred", "label")
     assert estimator is not None
     assert estimator.model.n_iter_ == 100 and estimator.squared_model.n_iter_ == 100
+
+
+def test_a_fresh_process_grows_a_small_references_trees_on_one_thread() -> None:
+    """The limit must reach the trees' OpenMP runtime even when the first fit imports it."""
+    code = (
+        "from threadpoolctl import threadpool_info\n"
+        "from workers.drift.dle import _threads_for\n"
+        "with _threads_for(1000):\n"
+        "    print(sorted({i['num_threads'] for i in threadpool_info() if i['user_api'] == 'openmp'}))\n"
+    )
+    root = Path(__file__).resolve().parents[3]
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[1]"
