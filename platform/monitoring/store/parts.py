@@ -32,9 +32,8 @@ PROBA = "proba:"
 def feature_arrow_type(kind: FeatureKind[Any]) -> pa.DataType:
     if kind.storage_dtype == "float64":
         return pa.float64()
-    dim = getattr(kind, "dim", None)
-    if kind.name == "embedding" and dim:
-        return pa.list_(pa.float32(), int(dim))
+    if dim := kind.vector_dim:  # an embedding: a fixed-size list of float32
+        return pa.list_(pa.float32(), dim)
     return pa.string()
 
 
