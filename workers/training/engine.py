@@ -13,6 +13,7 @@ network, fresh or from a bundle's weights (``prepare(..., start_from=champion_bu
 from __future__ import annotations
 
 import copy
+import functools
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
@@ -161,6 +162,14 @@ def restart(recipe: Recipe, prepared: Prepared) -> Prepared:
 
 
 def supervised(net: Any, loss: str) -> Any:
+    """``net`` wrapped so that ``model(x, y)`` returns the recipe's loss."""
+    return _supervised_class()(net, loss)
+
+
+@functools.cache
+def _supervised_class() -> Any:
+    """One class for every job of the process: the planner's trace cache is keyed by the modules'
+    classes, and a class made per call missed it on every re-plan of the same recipe."""
     import torch  # lazy: see the package docstring
 
     losses = {
@@ -173,7 +182,7 @@ def supervised(net: Any, loss: str) -> Any:
     class SupervisedLoss(torch.nn.Module):
         """``model(x, y) -> loss``: the batch carries its labels, the trace sees the loss."""
 
-        def __init__(self) -> None:
+        def __init__(self, net: Any, loss: str) -> None:
             super().__init__()
             self.net = net
             self.loss = losses[loss]()
@@ -181,7 +190,7 @@ def supervised(net: Any, loss: str) -> Any:
         def forward(self, x: Any, y: torch.Tensor) -> torch.Tensor:
             return self.loss(forward(self.net, x), y)
 
-    return SupervisedLoss()
+    return SupervisedLoss
 
 
 def plan_training(
@@ -444,8 +453,6 @@ def lr_factor(step: int, *, warmup: int, total: int, schedule: str) -> float:
 
 
 def lr_schedule(optimizer: Any, recipe: Recipe, *, total_steps: int) -> Any:
-    import functools
-
     import torch  # lazy: see the package docstring
 
     factor = functools.partial(

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 
+from workers.memory.planner import clear_trace_cache
 from workers.training import engine
 from workers.training.artifacts import Predictor, bundle_to_bytes
 from workers.training.measure import EnergyMeter, available_memory_bytes
@@ -55,6 +56,17 @@ def test_plan_comes_from_the_estimator_within_the_budget(fast_recipe, churn_sche
     assert 0 < plan.batch_size < fast_recipe.max_batch_size
     assert plan.estimated_bytes <= 36_000
     assert plan.accumulation_steps * plan.batch_size >= fast_recipe.max_batch_size
+
+
+def test_a_re_plan_of_the_same_recipe_traces_nothing_again(fast_recipe, churn_schema, churn) -> None:
+    # The planner caches traces by the modules' classes: the supervised wrapper must be one class.
+    frame, labels = churn
+    prepared = engine.prepare(fast_recipe, churn_schema, frame, labels)
+    clear_trace_cache()
+    first = engine.plan_training(fast_recipe, prepared, budget_bytes=40_000, margin=0.1)
+    again = engine.plan_training(fast_recipe, prepared, budget_bytes=40_000, margin=0.1)
+    assert first.traces >= 2 and again.traces == 0
+    assert (again.batch_size, again.estimated_bytes) == (first.batch_size, first.estimated_bytes)
 
 
 def test_measured_peak_matches_the_estimate(fast_recipe, churn_schema, churn) -> None:
