@@ -78,6 +78,8 @@ class DeepCase:
     loss_fn: Callable[[Any, Any], torch.Tensor]  # (model output, batch) -> loss
     optimizer: str  # "adam" / "sgd" (momentum 0.9), as workers.memory's shorthand
     epoch_rows: int = 50_000  # the training set an epoch runs over (bench/deep_retrain.py)
+    # How a job plans it, when not plan_batch_size on build() and make_batch: cap -> (batch, traces, margin)
+    plan: Callable[[int], tuple[int, int, float]] | None = None
 
 
 def _tokens(vocab: int, seq: int) -> Callable[[int], Any]:
@@ -120,6 +122,65 @@ def cases(scale: float = 1.0) -> list[DeepCase]:
         DeepCase("embedding-mlp", lambda: EmbeddingMLP(), _embedded, _xent, "adam", 1_000_000),
         DeepCase("conv-autoencoder", lambda: ConvAutoencoder64(), _images, _mse, "sgd"),
     ]
+
+
+TEAM_MODULE = "bench.team_models"
+
+
+def _team_texts(n: int, seed: int = 0) -> tuple[Any, list[str]]:
+    """Texts of 8 to 200 words (a tokenizer keeps 128 tokens) from a 3,000-word vocabulary, and
+    labels: "yes" when a marker word is in the text."""
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    vocabulary = np.array([f"w{i}" for i in range(3000)])
+    texts, labels = [], []
+    for _ in range(n):
+        words = list(rng.choice(vocabulary, int(rng.integers(8, 200))))
+        texts.append(" ".join(words))
+        labels.append("yes" if "w7" in words else "no")
+    return pd.DataFrame({"review": texts}), labels
+
+
+def team_recipe_case(rows: int = 5_000) -> DeepCase:
+    """The team's own convolutional model through the custom-recipe path, as a retraining job runs
+    it: a recipe naming ``bench.team_models:cnn_text_factory`` (allowed as an operator would list
+    it), ``engine.prepare`` (tokenizer fitted on the texts, the factory's module) and
+    ``engine.plan_training`` (the planner on the job's own batches: the longest texts); the true
+    maximum is bisected on the same supervised module and batches. Imports the project's training
+    engine (pandas and all): not for the peers' venv."""
+    import copy
+
+    from workers.training import engine
+    from workers.training.recipes import allow_recipe_modules, recipe_from_dict
+
+    allow_recipe_modules({TEAM_MODULE})
+    recipe = recipe_from_dict(
+        {
+            "name": "team-cnn",
+            "factory": f"{TEAM_MODULE}:cnn_text_factory",
+            "hyperparameters": {"width": 128, "kernel": 5, "vocab_size": 3000},
+            "optimizer": "adam",
+            "max_batch_size": 65536,
+        },
+        task="classification",
+    )
+    frame, labels = _team_texts(rows)
+    schema = engine.make_schema("classification", {"review": "text"}, ["no", "yes"])
+    prepared = engine.prepare(recipe, schema, frame, labels)
+
+    def build() -> nn.Module:
+        return engine.supervised(copy.deepcopy(prepared.module), recipe.loss)
+
+    def make_batch(n: int) -> Any:
+        return prepared.data.batch(prepared.data.planning_index(n))
+
+    def plan(cap: int) -> tuple[int, int, float]:
+        p = engine.plan_training(recipe, prepared, budget_bytes=cap, device="cpu")
+        return p.batch_size, p.traces, p.margin
+
+    return DeepCase("team-cnn (recipe)", build, make_batch, lambda loss, batch: loss, "adam", plan=plan)
 
 
 def build_optimizer(model: nn.Module, name: str) -> torch.optim.Optimizer:

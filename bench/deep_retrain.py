@@ -1,8 +1,12 @@
 """Deep models sized for a simulated device with no trial runs, against trial-and-OOM finders (issue 23).
 
-Four deep recipes (bench/_deep_models.py): a torch.nn transformer-encoder text classifier at two
-sizes, an MLP on sentence embeddings + tabular features, and the team's own conv autoencoder
-(Conv2d down, ConvTranspose2d up, 64x64). For each simulated CPU device cap:
+Five deep models (bench/_deep_models.py): a torch.nn transformer-encoder text classifier at two
+sizes, an MLP on sentence embeddings + tabular features, the team's own conv autoencoder (Conv2d
+down, ConvTranspose2d up, 64x64), and the team's own 1-d CNN text classifier through the
+custom-recipe path as a retraining job plans it (``team-cnn (recipe)``: a recipe naming
+bench/team_models.py's factory, allowed as an operator lists a module in DRIFTWATCH_RECIPE_MODULES;
+``engine.prepare`` fits the tokenizer; ``engine.plan_training`` plans on the job's own batches, the
+longest texts). For each simulated CPU device cap:
 
 - true maximum batch: bisection against the cap, each probe a real training step (optimizer state
   already allocated) whose allocations torch.profiler records; bracketed from the planner's guess,
@@ -17,7 +21,7 @@ sizes, an MLP on sentence embeddings + tabular features, and the team's own conv
   epoch's time extrapolated from the measured steps;
 - 0 OOMs: a whole epoch (2 steps over 2 batches of the planned size), an evaluation pass and a
   checkpoint save (torch.save of model + optimizer) in one profiled run, its peak <= the cap;
-- beside it, the real Lightning BatchSizeFinder (power, binsearch; init 2, 1 step per trial, max_val the
+- beside it (not for the recipe case: the peers' venv has no project), the real Lightning BatchSizeFinder (power, binsearch; init 2, 1 step per trial, max_val the
   planner's max batch: its default 8192 returns 8192 untried, invalid for the embedding MLP) and
   Accelerate's find_executable_batch_size (starting at the same max batch the planner gets), run in
   the peers venv on the same model and data: their trials, OOMs, seconds, chosen batch. Their
@@ -58,6 +62,7 @@ from bench._deep_models import (  # noqa: E402
     live_bytes,
     probe_peak,
     profiled_peak,
+    team_recipe_case,
     train_step,
 )
 from workers.memory import plan_batch_size  # noqa: E402
@@ -137,22 +142,24 @@ def plan(case: DeepCase, cap: int, result: Result) -> None:
     model = case.build()
     clear_trace_cache()  # each row is planned cold: no trace of this model from an earlier row
 
-    def run() -> Any:
-        return plan_batch_size(
+    def run() -> tuple[int, int, float]:
+        if case.plan is not None:  # the job's own planning (engine.plan_training on its recipe)
+            return case.plan(cap)
+        p = plan_batch_size(
             model, case.make_batch, cap, loss_fn=case.loss_fn, optimizer=case.optimizer, device="cpu",
             max_batch=MAX_BATCH,
         )  # fmt: skip
+        return p.batch_size, p.traces, p.margin
 
     started, cpu_started = time.perf_counter(), time.process_time()
-    p = run()
+    result.plan_batch, result.plan_traces, result.margin = run()
     result.plan_seconds = time.perf_counter() - started
     result.plan_cpu_seconds = time.process_time() - cpu_started
-    result.plan_batch, result.plan_traces, result.margin = p.batch_size, p.traces, p.margin
     result.epoch_rows = case.epoch_rows
     started = time.perf_counter()
     again = run()
     result.warm_seconds = time.perf_counter() - started
-    assert again.batch_size == p.batch_size and again.traces == 0
+    assert again[:2] == (result.plan_batch, 0)
 
 
 def epoch_eval_checkpoint(case: DeepCase, n: int, result: Result) -> None:
@@ -188,6 +195,9 @@ def epoch_eval_checkpoint(case: DeepCase, n: int, result: Result) -> None:
 
 
 def peers(case: DeepCase, cap: int, scale: float, result: Result) -> None:
+    if case.plan is not None:
+        print("  (peers: not for the custom-recipe case, which needs the project's engine in their venv)")
+        return
     if not PEERS_PYTHON.exists():
         print("  (peers venv missing: see the docstring)")
         return
@@ -281,8 +291,9 @@ def main() -> None:
     warm_up()
     print(f"caps {args.caps} GiB x {args.cap_scale:g}, {args.threads} threads, max batch {MAX_BATCH}")
     print(subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+    every = [*cases(), team_recipe_case()]  # the recipe's data is prepared once, outside any timing
     for cap in (int(float(c) * GIB * args.cap_scale) for c in args.caps.split(",")):
-        for case in (c for c in cases() if not wanted or c.name in wanted):
+        for case in (c for c in every if not wanted or c.name in wanted):
             result = Result(case.name, cap)
             plan(case, cap, result)
             true_maximum(case, cap, max(1, result.plan_batch), result)
