@@ -12,11 +12,12 @@ import numpy as np
 import pandas as pd
 import pytest
 from django.core.management import CommandError, call_command
-from django.db import connection, transaction
+from django.db import connection, models, transaction
 
 from monitoring.models import PredictionSample, SamplePart
 from monitoring.samples import WindowBounds, sample_source
-from monitoring.services import predictions_ingest
+from monitoring.services import labels_ingest, predictions_ingest
+from monitoring.store import source as columnar_source
 from monitoring.store.collect import parts_collect
 from monitoring.store.compaction import parts_compact_due
 from monitoring.store.source import ColumnarSampleSource, window_parts
@@ -258,3 +259,63 @@ def test_the_migration_command_moves_json_rows_into_parts_verified_and_resumable
 def test_the_migration_command_refuses_an_unknown_model(columnar: Path) -> None:
     with pytest.raises(CommandError, match="nope"):
         call_command("samples_to_columnar", "--model", "nope")
+
+
+def test_labels_land_on_their_own_samples_in_masked_and_cut_parts(columnar: Path) -> None:
+    """Labels are placed by (part, row): a part that holds duplicates is read through its mask
+    and a part cut by the window's start keeps only some rows, and each label still meets the
+    sample it was sent for."""
+    model = monitored_model("sea", reference_rows=100)
+    data = rows(150, seed=3)
+    body = [
+        {
+            "id": f"s{i}",
+            "timestamp": (T0 + timedelta(seconds=20 * i)).isoformat(),
+            "features": r["features"],
+            "prediction": r["prediction"],
+            "probabilities": r["probabilities"],
+        }
+        for i, r in enumerate(data)
+    ]
+    predictions_ingest(model=model, body={"samples": body[:100]})
+    predictions_ingest(model=model, body={"samples": body[50:]})  # its part masks s50..s99
+    labelled = [i for i in range(150) if i % 3]  # every third sample waits for its label
+    labels_ingest(
+        model=model, body={"labels": [{"id": f"s{i}", "label": data[i]["label"]} for i in labelled]}
+    )
+    assert SamplePart.objects.filter(model=model, indexed__lt=models.F("rows")).exists()
+    got = _load(model, T0 + timedelta(seconds=20 * 30 + 5), T0 + HOUR)  # cut inside both parts
+    ids = [int(s[1:]) for s in got["sample_id"]]
+    assert sorted(ids) == list(range(31, 150))
+    for i, label, received in zip(ids, got[LABEL], got["label_received_at"], strict=True):
+        if i in labelled:
+            assert label == data[i]["label"] and not pd.isna(received), i
+        else:
+            assert pd.isna(label) and pd.isna(received), i
+
+
+def test_a_compaction_between_the_parts_and_the_labels_reads_the_window_again(
+    columnar: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The parts are listed in one statement and the labels read in another: a compaction that
+    commits in between moves the labels' samples to a part the listing does not hold. The
+    window is read again, and comes back as it was before the compaction."""
+    model = monitored_model("sea", reference_rows=100)
+    for k in range(3):
+        send(model, rows(40, seed=k), start=T0 + timedelta(minutes=k), prefix=f"p{k}-")
+    before = _sorted(_load(model, T0, T0 + HOUR))
+    assert before[LABEL].notna().sum() == 120
+    reads = []
+    window_labels = columnar_source.window_labels
+
+    def compacted_first(*args: Any) -> pd.DataFrame:
+        if not reads:
+            assert parts_compact_due() == 1
+        reads.append(args)
+        return window_labels(*args)
+
+    monkeypatch.setattr(columnar_source, "window_labels", compacted_first)
+    with caplog.at_level("INFO", logger="monitoring.store.source"):
+        after = _sorted(_load(model, T0, T0 + HOUR))
+    assert len(reads) == 2 and "reading again" in caplog.text
+    pd.testing.assert_frame_equal(after, before)
