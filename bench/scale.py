@@ -314,6 +314,7 @@ def _verdict(ok: bool) -> str:
 
 
 def tabular(n: int, media: Path) -> None:
+    import workers.tasks.monitoring  # noqa: F401  # what a check worker imports at its start
     from monitoring.checks import quality_check_run
     from monitoring.models import PredictionSample, QualityCheck, SamplePart
     from monitoring.samples import WindowBounds, sample_source

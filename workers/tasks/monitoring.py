@@ -8,6 +8,12 @@ import logging
 from datetime import datetime
 from typing import Any
 
+# The sequential detector's engine, imported with the worker (the pool's processes fork from
+# it) rather than by its first check: river's package imports scikit-learn and scipy.stats,
+# 1.5 s of a first 1M-sample check's detector feed. monitoring.sequential imports it lazily:
+# the web and beat processes, which run no check of that size, never pay for it.
+import river.drift  # noqa: F401
+
 from monitoring.checks import checks_labels_refresh, quality_check_run
 from monitoring.notify import TransientDeliveryError, notification_deliver, notifications_reap_stuck
 from monitoring.reports import check_report_render, reports_reap_stuck
