@@ -7,7 +7,7 @@ compare-and-set; a finished check is never recomputed by the scheduler.
 import copy
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
@@ -36,7 +36,7 @@ from monitoring.window import (
     window_sample_count,
 )
 from registry.models import ModelVersion, RegisteredModel, VersionStatus
-from registry.reference import LABEL, PREDICTION
+from registry.reference import LABEL, PREDICTION, PROBA_PREFIX
 from workers import queues
 from workers.drift import data_drift
 from workers.drift.cbpe import BINARY_METRICS, estimate_classifier_metrics
@@ -393,8 +393,13 @@ def _store_distributions(check: QualityCheck, distributions: Mapping[str, Distri
 
 def _realised(model: RegisteredModel, policy: MonitoringPolicy, frame: pd.DataFrame) -> RealisedDict:
     """What the labels say: label stats, realised metrics, metrics per version."""
-    labelled = frame[frame[LABEL].notna()]
-    metrics: Metrics | dict[str, Any] = _metrics(model, labelled) if len(labelled) >= policy.min_labels else {}
+    # Only the columns the metrics read: taking every feature of 500,000 labelled rows out of a
+    # 1M-row window copied them all (0.13 s) for nothing.
+    needed = [LABEL, PREDICTION, "version_id", *(PROBA_PREFIX + str(c) for c in model.classes)]
+    labelled = frame.loc[frame[LABEL].notna().to_numpy(), [c for c in needed if c in frame.columns]]
+    metrics: Metrics | dict[str, Any] = (
+        _metrics(model, labelled) if len(labelled) >= policy.min_labels else {}
+    )
     return {
         "n_labelled": int(len(labelled)),
         "labels": label_stats(frame["timestamp"], frame["label_received_at"]),
@@ -500,11 +505,15 @@ def _per_version(
     served by one version reuses (computing them again was 0.5 s of a 1M-sample check)."""
     out: dict[str, VersionMetricsDict] = {}
     versions = dict(ModelVersion.objects.filter(model=model).values_list("pk", "version"))
-    groups = labelled.groupby(pd.to_numeric(labelled["version_id"]).fillna(-1))
+    keys = pd.to_numeric(labelled["version_id"]).fillna(-1)
+    if keys.nunique() == 1:  # one version served the window: its rows are all of them
+        groups: Iterable[tuple[Any, pd.DataFrame]] = [(keys.iloc[0], labelled)]
+    else:
+        groups = labelled.groupby(keys)
     for version_id, group in groups:
         name = f"v{versions[int(version_id)]}" if int(version_id) in versions else "unversioned"
         if len(group) >= min_labels:
-            alone = groups.ngroups == 1 and bool(whole)
+            alone = len(group) == len(labelled) and bool(whole)
             metrics = metrics_read(whole if alone else _metrics(model, group))
             out[name] = {
                 "n": metrics.n,

@@ -281,3 +281,42 @@ def test_a_sample_window_of_the_same_size_has_only_the_labels_that_arrived() -> 
     send(model, data[500:], start=T0 + timedelta(seconds=500), prefix="b", labelled=False)
     check = run_check(model, T0 + timedelta(hours=1))
     assert (check.n_samples, check.n_labelled) == (300, 200)
+
+
+@pytest.mark.django_db
+def test_metrics_per_version_are_each_versions_own_and_a_lone_version_has_the_windows() -> None:
+    from monitoring.services import labels_ingest, predictions_ingest
+    from registry.models import ModelVersion
+
+    model = monitored_model()
+    for number in (1, 2):
+        ModelVersion.objects.create(model=model, version=number)
+    served = {1: rows(600, seed=2, flip=0.05), 2: rows(400, seed=3, flip=0.3)}
+    for number, data in served.items():
+        samples = [
+            {
+                "id": f"v{number}-{i}",
+                "timestamp": (T0 + timedelta(seconds=i)).isoformat(),
+                "version": number,
+                "features": r["features"],
+                "prediction": r["prediction"],
+                "probabilities": r["probabilities"],
+            }
+            for i, r in enumerate(data)
+        ]
+        predictions_ingest(model=model, body={"samples": samples})
+        labels = [{"id": f"v{number}-{i}", "label": r["label"]} for i, r in enumerate(data)]
+        labels_ingest(model=model, body={"labels": labels})
+    both = run_check(model, T0 + timedelta(hours=1))
+    for number, data in served.items():
+        right = sum(r["prediction"] == r["label"] for r in data) / len(data)
+        assert both.per_version[f"v{number}"]["n"] == len(data)
+        assert both.per_version[f"v{number}"]["accuracy"] == pytest.approx(right)
+    assert both.per_version["v1"]["accuracy"] != pytest.approx(both.metrics["accuracy"])
+    lone = quality_check_run(
+        model_id=model.pk, window=range_window(T0 + timedelta(seconds=400), T0 + timedelta(hours=1))
+    )
+    assert lone is not None and set(lone.per_version) == {"v1"}  # v2's samples end at second 399
+    assert lone.per_version["v1"]["n"] == lone.metrics["n"] == 200
+    assert lone.per_version["v1"]["accuracy"] == lone.metrics["accuracy"]
+    assert lone.per_version["v1"]["f1_macro"] == lone.metrics["f1_macro"]
