@@ -59,6 +59,25 @@ def test_a_large_batch_of_10000_samples_is_accepted(ingest: APIClient, churn: Re
     assert PredictionSample.objects.filter(model=churn).count() == 10_000
 
 
+@pytest.mark.parametrize("kept_bytes", [0, 5_000, 10**9])
+def test_a_batch_is_stored_the_same_whether_its_rows_are_kept_from_the_first_pass_or_cleaned_again(
+    ingest: APIClient, churn: RegisteredModel, monkeypatch: pytest.MonkeyPatch, kept_bytes: int
+) -> None:
+    """The first pass keeps cleaned rows up to a memory budget and the second cleans the rest
+    again: none, some (5,000 bytes: the first few rows), or all kept, the same rows are stored
+    with the same values, a repeated id once."""
+    from monitoring import services
+
+    monkeypatch.setattr(services, "KEEP_BYTES", kept_bytes)
+    batch = [
+        make_sample(i, features={"age": i + 0.5, "income": 2.0 * i, "city": f"c{i % 3}"}) for i in range(40)
+    ]
+    response = post(ingest, batch + [make_sample(7, features={"age": 99.0, "income": 1.0, "city": "x"})])
+    assert response.json() == {"accepted": 40, "duplicates": 1}
+    stored = {s.sample_id: s.features for s in PredictionSample.objects.filter(model=churn)}
+    assert stored == {f"s{i}": {"age": i + 0.5, "income": 2.0 * i, "city": f"c{i % 3}"} for i in range(40)}
+
+
 BAD_INPUTS = [
     ({"features": {"age": 1, "income": 2.0, "city": "x", "zip": "75"}}, "features.zip", "unknown feature"),
     ({"features": {"age": 1, "city": "x"}}, "features.income", "missing feature"),
