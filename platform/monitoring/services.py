@@ -100,7 +100,7 @@ def predictions_ingest(*, model: RegisteredModel, body: Any) -> IngestResult:
 # cleaning every row a second time (cleaning was 60% of such a batch's time, done twice); a
 # bigger batch, or one of embeddings, keeps its first rows and decodes and cleans the rest
 # again, so one request holds at most this much of them.
-KEEP_BYTES = 64 * 2**20
+KEEP_BYTES = 32 * 2**20
 
 
 class _KeptSamples:
