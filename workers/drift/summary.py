@@ -126,9 +126,14 @@ def counts_from_json(pairs: list[list[Any]]) -> dict[Any, int]:
 
 
 def finite_values(series: pd.Series) -> np.ndarray:
-    """Numerical values as float64 with missing and ±inf removed (evidently drops both)."""
-    values = series.to_numpy(dtype="float64", na_value=np.nan)
-    return values[np.isfinite(values)]
+    """Numerical values as float64 with missing and ±inf removed (evidently drops both); the
+    column's own array (not a copy) when it holds nothing to drop: callers sort a copy of it."""
+    if series.dtype == "float64":  # the window's numbers: a view, copied only to drop values
+        values = series.to_numpy()
+    else:
+        values = series.to_numpy(dtype="float64", na_value=np.nan)
+    finite = np.isfinite(values)
+    return values if finite.all() else values[finite]
 
 
 def _is_missing_key(key: Any) -> bool:
