@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple, cast
 
+import numpy as np
 import orjson
 from django.db import connection
 from django.db.models import DateTimeField, JSONField, OuterRef, Subquery
@@ -236,34 +237,39 @@ def _backlog_repair(model: RegisteredModel) -> None:
 
 
 # The feed's labels leave the backlog in the statement that reads them: the rows it deletes are
-# exactly the rows it returns (a label queued meanwhile stays for the next feed). Two arrays in
-# feed order rather than a row per label: 500,000 rows cost psycopg 0.2 s more to build.
+# exactly the rows it returns (a label queued meanwhile stays for the next feed). They come back
+# as one bytea of fixed-width records in the types' binary send forms, sorted here by numpy:
+# 500,000 labels took 0.50 s, against 0.63-0.67 s as two arrays each ordered by the server
+# (array_agg(... ORDER BY known_at, label_id), load 1.0).
 _TAKE_POSTGRES = """
 WITH fed AS (
     DELETE FROM monitoring_detectorbacklog WHERE model_id = %s AND known_at <= %s
     RETURNING label_id, known_at, error
 )
-SELECT array_agg(error ORDER BY known_at, label_id), array_agg(label_id ORDER BY known_at, label_id) FROM fed
+SELECT string_agg(int8send(label_id) || timestamptz_send(known_at) || float8send(error), ''::bytea) FROM fed
 """
+# int8send, timestamptz_send (microseconds since 2000-01-01, exact), float8send: big-endian.
+_FED_ROW = np.dtype([("label_id", ">i8"), ("known_at", ">i8"), ("error", ">f8")])
 
 
 def _take_unfed(model: RegisteredModel, known_by: datetime) -> tuple[list[float], list[int]]:
     """Take the labels to feed out of the model's backlog → their errors and label ids, in the
-    order they became known (then by id): those whose prediction is in, known by `known_by`.
-    Call inside the transaction that stores the detector's new state. Known time is NULL while
-    a label waits for its prediction, so `known_at <= known_by` leaves those out. Elsewhere than
-    on PostgreSQL the rows are sorted here and deleted before the pass (SQLite's cursor does
-    not isolate writes to the tables it is reading)."""
+    order they became known (then by label id): those known by `known_by` whose prediction is in
+    (a label waiting for it has no known time, so `known_at <= known_by` leaves it out). Call
+    inside the transaction that stores the detector's new state. Elsewhere than on PostgreSQL
+    the rows are read, then deleted before the pass (SQLite's cursor does not isolate writes to
+    the tables it is reading)."""
     _backlog_repair(model)
     if connection.vendor == "postgresql":
         import psycopg  # PostgreSQL only: the SQLite default never loads the driver
 
         connection.ensure_connection()
-        # Binary results: the arrays' text took psycopg 0.1-0.3 s more to parse (500,000 labels).
-        with psycopg.Cursor(connection.connection) as cursor:
+        with psycopg.Cursor(connection.connection) as cursor:  # binary results: the bytea as is
             cursor.execute(_TAKE_POSTGRES, [model.pk, known_by], binary=True)
-            errors, label_ids = cursor.fetchone() or (None, None)
-        return errors or [], label_ids or []
+            (fed,) = cursor.fetchone() or (None,)
+        taken = np.frombuffer(fed or b"", _FED_ROW)
+        order = np.lexsort((taken["label_id"], taken["known_at"]))
+        return taken["error"][order].tolist(), taken["label_id"][order].tolist()
     rows = sorted(
         DetectorBacklog.objects.filter(model=model, known_at__lte=known_by).values_list(
             "known_at", "label_id", "error"
