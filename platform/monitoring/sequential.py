@@ -20,7 +20,7 @@ from typing import Any, NamedTuple, cast
 import numpy as np
 import orjson
 from django.db import connection
-from django.db.models import DateTimeField, JSONField, OuterRef, Subquery
+from django.db.models import Exists, OuterRef
 
 from monitoring.models import DetectorBacklog, GroundTruth, PredictionSample, SequentialDetector
 from registry.models import RegisteredModel
@@ -185,7 +185,7 @@ def backlog_refresh(
         .order_by("pk")
         .values_list("pk", flat=True)
     )
-    DetectorBacklog.objects.filter(pk__in=waiting).delete()
+    _backlog_delete(sorted(waiting))
     backlog_queue(
         model=model, labels=[label for label in labels if label.label_id in waiting], predictions=predictions
     )
@@ -207,33 +207,59 @@ def _known_and_error(
     return known_at, error(value, label.value)
 
 
-def _prediction(model: RegisteredModel, field_name: str, output_field: Any) -> Subquery:
-    """One field of the label's prediction (the sample of the same id), as a subquery."""
-    rows = PredictionSample.objects.filter(model=model, sample_id=OuterRef("sample_id"))
-    return Subquery(rows.values(field_name)[:1], output_field=output_field)
-
-
 def _backlog_repair(model: RegisteredModel) -> None:
     """Fill the waiting labels whose prediction is in now: labels sent before their prediction,
     and labels stored beside it by a transaction that could not see it yet (neither request saw
-    the other's row, so only a later reader can join them: this one, before every feed). Index
-    backed (backlog_waiting), usually no row; a label whose prediction never comes stays."""
-    rows = list(
-        DetectorBacklog.objects.select_for_update()
-        .filter(model=model, known_at__isnull=True)
-        .annotate(
-            predicted=_prediction(model, "prediction", JSONField()),
-            predicted_at=_prediction(model, "timestamp", DateTimeField()),
-            prediction_received_at=_prediction(model, "received_at", DateTimeField()),
-        )
-        .filter(predicted_at__isnull=False)
-        .order_by("pk")
+    the other's row, so only a later reader can join them: this one, before every feed). They
+    are taken out and queued anew, as a label that came after its prediction is. Index backed
+    (backlog_waiting): usually no row, 3 ms; a label whose prediction never comes stays. A label
+    sent before its prediction costs this feed about 20 µs (100,000: 1.9-2.1 s, load 1.0-1.3),
+    ten times what one queued with its prediction costs the feed."""
+    waiting = _take_waiting(model)
+    backlog_queue(
+        model=model,
+        labels=[label for label, _ in waiting],
+        predictions={label.sample_id: predicted for label, predicted in waiting},
     )
-    error = _error_of(model)
-    for row in rows:
-        predicted = (row.predicted, row.predicted_at, row.prediction_received_at)
-        row.known_at, row.error = _known_and_error(row, predicted, error)
-    DetectorBacklog.objects.bulk_update(rows, ["known_at", "error"], batch_size=500)
+
+
+# The rows it deletes are exactly those it returns, as in the feed's statement.
+_TAKE_WAITING_POSTGRES = """
+DELETE FROM monitoring_detectorbacklog AS b
+ USING monitoring_predictionsample AS p
+ WHERE b.model_id = %s AND b.known_at IS NULL AND p.model_id = b.model_id AND p.sample_id = b.sample_id
+RETURNING b.label_id, b.sample_id, b.value, b.received_at, b.labelled_at, p.prediction, p.timestamp, p.received_at
+"""
+
+
+def _take_waiting(model: RegisteredModel) -> list[tuple[NewLabel, Predicted]]:
+    """Take the model's waiting labels whose prediction is in out of the backlog, each with its
+    prediction. PostgreSQL: one statement with binary results (100,000 such labels: 1.1 s; the
+    ORM's three correlated subqueries per label took 3.8 s to read them)."""
+    if connection.vendor != "postgresql":
+        rows = (
+            DetectorBacklog.objects.filter(model=model, known_at__isnull=True)
+            .filter(Exists(PredictionSample.objects.filter(model=model, sample_id=OuterRef("sample_id"))))
+            .values_list("label_id", "sample_id", "value", "received_at", "labelled_at")
+        )
+        labels = [NewLabel(*row) for row in rows]
+        _backlog_delete([label.label_id for label in labels])
+        predictions = label_predictions(model=model, sample_ids=[label.sample_id for label in labels])
+        return [(label, predictions[label.sample_id]) for label in labels]
+    import psycopg  # PostgreSQL only: the SQLite default never loads the driver
+    from psycopg.types.json import set_json_loads
+
+    connection.ensure_connection()
+    with psycopg.Cursor(connection.connection) as cursor:
+        set_json_loads(orjson.loads, cursor)  # json.loads took 0.3 s more (100,000 labels)
+        cursor.execute(_TAKE_WAITING_POSTGRES, [model.pk], binary=True)
+        return [(NewLabel(*row[:5]), (row[5], row[6], row[7])) for row in cursor]
+
+
+def _backlog_delete(label_ids: list[int]) -> None:
+    """Delete these backlog rows, in IN lists SQLite accepts."""
+    for start in range(0, len(label_ids), FEED_CHUNK):
+        DetectorBacklog.objects.filter(pk__in=label_ids[start : start + FEED_CHUNK]).delete()
 
 
 # The feed's labels leave the backlog in the statement that reads them: the rows it deletes are
@@ -276,8 +302,7 @@ def _take_unfed(model: RegisteredModel, known_by: datetime) -> tuple[list[float]
         )
     )
     label_ids = [label_id for _, label_id, _ in rows]
-    for start in range(0, len(label_ids), FEED_CHUNK):
-        DetectorBacklog.objects.filter(pk__in=label_ids[start : start + FEED_CHUNK]).delete()
+    _backlog_delete(label_ids)
     return cast(list[float], [error for *_, error in rows]), label_ids  # set with known_at
 
 
