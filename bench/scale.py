@@ -162,20 +162,26 @@ def _analyze() -> None:
 
 
 def _detector_restart(model: Any) -> None:
-    """--reuse: the detector starts over with every label waiting again, so that detector_feed
-    measures the first feed of all of them, as in a run with ingestion."""
-    from django.db import connection
+    """--reuse: the detector starts over with every label waiting again, queued as ingestion
+    queues a new label (with its known time and error), so that detector_feed measures the first
+    feed of all of them, as in a run with ingestion."""
+    from django.db import connection, transaction
 
-    from monitoring.models import SequentialDetector
+    from monitoring.models import DetectorBacklog, GroundTruth, SequentialDetector
+    from monitoring.sequential import NewLabel, backlog_queue, label_predictions
 
-    SequentialDetector.objects.filter(model=model).delete()
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "INSERT INTO monitoring_detectorbacklog (label_id, model_id, sample_id, value, received_at, labelled_at) "
-            "SELECT id, model_id, sample_id, label, received_at, labelled_at "
-            "FROM monitoring_groundtruth WHERE model_id = %s ON CONFLICT DO NOTHING",
-            [model.pk],
+    labels = [
+        NewLabel(*row)
+        for row in GroundTruth.objects.filter(model=model).values_list(
+            "pk", "sample_id", "label", "received_at", "labelled_at"
         )
+    ]
+    predictions = label_predictions(model=model, sample_ids=[label.sample_id for label in labels])
+    with transaction.atomic():
+        SequentialDetector.objects.filter(model=model).delete()
+        DetectorBacklog.objects.filter(model=model).delete()
+        backlog_queue(model=model, labels=labels, predictions=predictions)
+    with connection.cursor() as cursor:
         cursor.execute("VACUUM ANALYZE monitoring_detectorbacklog")
 
 

@@ -13,8 +13,9 @@ from django.utils import timezone
 from core.audit import Actor, audit_record
 from core.batch import RowList, Rows, RowSpans, chunked_rows, chunks
 from core.metrics import ingest_counted
-from monitoring.models import DetectorBacklog, GroundTruth, MonitoringPolicy, PredictionSample
+from monitoring.models import GroundTruth, MonitoringPolicy, PredictionSample
 from monitoring.policy import default_metric, policy_update
+from monitoring.sequential import NewLabel, backlog_queue, backlog_refresh, label_predictions
 from monitoring.store.ingest import samples_store, store_is_columnar
 from monitoring.validation import CleanLabel, CleanSample, SampleCleaner, clean_label, require_list
 from registry.models import ModelVersion, RegisteredModel, VersionStatus
@@ -236,22 +237,17 @@ def labels_ingest(*, model: RegisteredModel, body: Any) -> LabelResult:
                 for i, raw in zip(chunk, rows.load(chunk), strict=True)
             ]
             inserted = _labels_insert_new(model, labels, now)
+            predictions = label_predictions(model=model, sample_ids=[sample_id for sample_id, _ in labels])
             # Only a label stored for the first time waits for the detector: one sent again is
             # queued still, or was fed already (and is never fed twice).
-            DetectorBacklog.objects.bulk_create(
-                [
-                    DetectorBacklog(
-                        label_id=inserted[sample_id],
-                        model=model,
-                        sample_id=sample_id,
-                        value=label.label,
-                        received_at=now,
-                        labelled_at=label.labelled_at,
-                    )
+            backlog_queue(
+                model=model,
+                labels=[
+                    NewLabel(inserted[sample_id], sample_id, label.label, now, label.labelled_at)
                     for sample_id, label in labels
                     if sample_id in inserted
                 ],
-                batch_size=1000,
+                predictions=predictions,
             )
             resent = GroundTruth.objects.bulk_create(
                 [
@@ -270,8 +266,12 @@ def labels_ingest(*, model: RegisteredModel, body: Any) -> LabelResult:
                 unique_fields=["model", "sample_id"],
                 update_fields=["label", "received_at", "labelled_at"],
             )
-            _backlog_refresh(resent)
-            matched += len(_existing_sample_ids(model, [sample_id for sample_id, _ in labels]))
+            backlog_refresh(
+                model=model,
+                labels=[NewLabel(g.pk, g.sample_id, g.label, g.received_at, g.labelled_at) for g in resent],
+                predictions=predictions,
+            )
+            matched += len(predictions)
     return LabelResult(matched=matched, pending=len(order) - matched)
 
 
@@ -307,18 +307,6 @@ def _labels_insert_new(
             )
             inserted.update(cursor.fetchall())
     return inserted
-
-
-def _backlog_refresh(labels: list[GroundTruth]) -> None:
-    """Labels sent again: those still waiting for the detector take their new value and times
-    in the backlog too (their label rows, upserted just before, stay locked until commit, so no
-    other request changes them meanwhile; a feed may only have taken some out)."""
-    by_id = {label.pk: label for label in labels}
-    waiting = list(DetectorBacklog.objects.filter(pk__in=by_id))
-    for row in waiting:
-        label = by_id[row.pk]
-        row.value, row.received_at, row.labelled_at = label.label, label.received_at, label.labelled_at
-    DetectorBacklog.objects.bulk_update(waiting, ["value", "received_at", "labelled_at"], batch_size=500)
 
 
 def _valid_label(cleaned: tuple[str, CleanLabel] | None) -> tuple[str, CleanLabel]:

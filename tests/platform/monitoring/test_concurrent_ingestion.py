@@ -4,23 +4,27 @@ On PostgreSQL two transactions inserting the same ids in different orders wait o
 unique-index entries; without a fixed insertion order that is a deadlock (a 500 for one of them).
 """
 
+import itertools
 import random
 import threading
 from collections.abc import Callable
 from typing import Any
 
 import pytest
-from django.db import connections
+from django.db import connections, transaction
 
-from monitoring.models import GroundTruth, PredictionSample
+from monitoring.models import DetectorBacklog, GroundTruth, PredictionSample
+from monitoring.sequential import detector_feed
 from monitoring.services import labels_ingest, predictions_ingest
 from registry.models import RegisteredModel
+from tests.clock import FUTURE
 from tests.platform.conftest import make_model, make_sample
 
 THREADS = 6
 ROUNDS = 4
 BATCH = 1500
 IDS = 2000  # batches of 1500 out of 2000 ids: every pair of batches overlaps heavily
+PAIRED = 500  # ids per request when labels race their own predictions
 
 
 def _run_concurrently(work: Callable[[random.Random], None]) -> list[BaseException]:
@@ -85,3 +89,26 @@ def test_overlapping_label_batches_in_parallel_all_succeed_and_store_each_id_onc
     assert errors == []
     ids = list(GroundTruth.objects.filter(model=model).values_list("sample_id", flat=True))
     assert len(ids) == len(set(ids)) and len(ids) <= IDS
+
+
+def test_labels_sent_beside_their_predictions_are_each_fed_to_the_detector_once(
+    model: RegisteredModel,
+) -> None:
+    # A label stored while its prediction's transaction is still open finds no prediction, and
+    # that transaction found no label to fill: the label waits, and the next feed must fill it.
+    # Each round, three threads send predictions and three send the labels of the same ids.
+    taken = itertools.count()
+
+    def work(_: random.Random) -> None:
+        n = next(taken)
+        ids = range(n // 2 * PAIRED, (n // 2 + 1) * PAIRED)
+        if n % 2:
+            labels_ingest(model=model, body={"labels": [{"id": f"s{i}", "label": "yes"} for i in ids]})
+        else:
+            predictions_ingest(model=model, body={"samples": [make_sample(i) for i in ids]})
+
+    assert _run_concurrently(work) == []
+    assert GroundTruth.objects.filter(model=model).count() == THREADS * ROUNDS // 2 * PAIRED
+    with transaction.atomic():
+        assert detector_feed(model=model, known_by=FUTURE).fed == THREADS * ROUNDS // 2 * PAIRED
+    assert not DetectorBacklog.objects.filter(model=model).exists()

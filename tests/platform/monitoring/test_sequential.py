@@ -2,7 +2,9 @@
 raising accuracy_drop with its evidence beside the window rule."""
 
 import pickle
+from collections.abc import Callable, Iterator
 from datetime import timedelta
+from typing import Any
 
 import numpy as np
 import pytest
@@ -15,12 +17,13 @@ from monitoring.checks import quality_check_run
 from monitoring.models import (
     Alert,
     DetectorBacklog,
+    GroundTruth,
     MonitoringPolicy,
     PredictionSample,
     QualityCheck,
     SequentialDetector,
 )
-from monitoring.sequential import detector_feed, label_known_at
+from monitoring.sequential import _take_unfed, detector_feed, label_known_at
 from monitoring.services import labels_ingest
 from monitoring.window import scheduled_window
 from tests.clock import T0, at, wall_clock
@@ -35,6 +38,25 @@ SENT_AT = at(hours=3)
 def feed(model, known_by=LATER):  # type: ignore[no-untyped-def]
     with transaction.atomic():
         return detector_feed(model=model, known_by=known_by)
+
+
+def fed_order(model, known_by=LATER):  # type: ignore[no-untyped-def]
+    """The sample ids of the labels a feed takes, in the order it feeds them."""
+    with transaction.atomic():
+        _, label_ids = _take_unfed(model, known_by)
+    sample_ids = dict(GroundTruth.objects.filter(pk__in=label_ids).values_list("pk", "sample_id"))
+    return [sample_ids[pk] for pk in label_ids]
+
+
+def predict(model, sample_id, *, at_time, prediction=1):  # type: ignore[no-untyped-def]
+    """One prediction made at `at_time`, received when the wall clock reads now."""
+    PredictionSample.objects.create(model=model, sample_id=sample_id, timestamp=at_time,
+                                    received_at=timezone.now(), features={}, prediction=prediction)  # fmt: skip
+
+
+def label(model, sample_id, value=1, stamped=None):  # type: ignore[no-untyped-def]
+    body = {"id": sample_id, "label": value} | ({"timestamp": stamped.isoformat()} if stamped else {})
+    labels_ingest(model=model, body={"labels": [body]})
 
 
 @pytest.mark.django_db
@@ -128,11 +150,13 @@ def test_a_policy_without_the_detector_feeds_nothing() -> None:
 
 
 @pytest.mark.django_db
-def test_a_label_is_fed_exactly_when_its_known_time_by_label_known_at_is_reached() -> None:
-    # PostgreSQL computes known times in the feed's query, the embedded default in Python: both
-    # must be the rule itself, for live labels, replayed ones, labels sent before their
-    # prediction and labels that carry the client's timestamp. Each label is fed by a feed known
-    # by its known time, and not by one a microsecond earlier.
+@pytest.mark.parametrize("label_first", [False, True], ids=["prediction first", "label first"])
+def test_a_label_is_fed_exactly_when_its_known_time_by_label_known_at_is_reached(label_first: bool) -> None:
+    # Known times are set in Python by label_known_at, when the label is stored after its
+    # prediction, or by the first feed after its prediction came: either way the rule itself,
+    # for live labels, replayed ones, labels sent before their prediction and labels that carry
+    # the client's timestamp. Each label is fed by a feed known by its known time, and not by
+    # one a microsecond earlier.
     model = monitored_model()
     cases = [  # (prediction's time, prediction received, label received, client timestamp)
         (T0, T0, at(hours=1), None),
@@ -143,11 +167,13 @@ def test_a_label_is_fed_exactly_when_its_known_time_by_label_known_at_is_reached
     ]
     known = {}
     for i, (predicted, prediction_received, label_received, stamped) in enumerate(cases):
-        PredictionSample.objects.create(model=model, sample_id=f"k{i}", timestamp=predicted,
-                                        received_at=prediction_received, features={}, prediction=1)  # fmt: skip
-        label = {"id": f"k{i}", "label": 1} | ({"timestamp": stamped.isoformat()} if stamped else {})
-        with wall_clock(label_received, tick=False):
-            labels_ingest(model=model, body={"labels": [label]})
+        steps = [
+            (prediction_received, lambda: predict(model, f"k{i}", at_time=predicted)),  # noqa: B023
+            (label_received, lambda: label(model, f"k{i}", stamped=stamped)),  # noqa: B023
+        ]
+        for when, step in reversed(steps) if label_first else steps:
+            with wall_clock(when, tick=False):
+                step()
         known[f"k{i}"] = label_known_at(labelled_at=stamped, received_at=label_received, predicted_at=predicted,
                                         prediction_received_at=prediction_received)  # fmt: skip
     assert len(set(known.values())) == len(cases), "distinct known times: one label per step"
@@ -155,6 +181,72 @@ def test_a_label_is_fed_exactly_when_its_known_time_by_label_known_at_is_reached
         assert feed(model, known_by=when - timedelta(microseconds=1)).fed == 0, sample_id
         assert feed(model, known_by=when).fed == 1, sample_id
         assert not DetectorBacklog.objects.filter(label__sample_id=sample_id).exists(), sample_id
+
+
+@pytest.mark.django_db
+def test_a_label_sent_before_its_prediction_waits_for_it_then_is_fed_in_known_time_order() -> None:
+    model = monitored_model()
+    with wall_clock(at(minutes=1), tick=False):
+        predict(model, "live", at_time=at(minutes=1))
+    with wall_clock(at(minutes=30), tick=False):
+        label(model, "live")  # known at 00:30
+    with wall_clock(at(hours=1), tick=False):
+        label(model, "early")  # stored after "live" (a larger label id), before its prediction
+    assert feed(model, known_by=at(minutes=29)).fed == 0, "early waits for its prediction"
+    assert DetectorBacklog.objects.get(sample_id="early").known_at is None
+    with wall_clock(at(hours=2), tick=False):
+        predict(model, "early", at_time=T0)  # replayed 2 h late: early counts as known at T0
+    assert fed_order(model) == ["early", "live"]
+
+
+@pytest.mark.django_db
+def test_labels_known_at_the_same_time_are_fed_in_the_order_they_were_stored() -> None:
+    model = monitored_model()
+    with wall_clock(at(minutes=1), tick=False):
+        for sample_id in ("a0", "a1", "a2"):
+            predict(model, sample_id, at_time=T0)
+    for sample_id in ("a2", "a0", "a1"):  # one request each: label ids in this order
+        with wall_clock(at(hours=1), tick=False):
+            label(model, sample_id, stamped=at(minutes=30))
+    assert fed_order(model) == ["a2", "a0", "a1"]
+
+
+@pytest.mark.django_db
+def test_a_label_sent_again_while_it_waits_is_fed_with_its_new_value_at_its_new_known_time() -> None:
+    model = monitored_model()
+    with wall_clock(T0, tick=False):
+        predict(model, "a", at_time=T0, prediction=1)
+    with wall_clock(at(hours=1), tick=False):
+        label(model, "a", value=0)  # wrong, known at 01:00
+    with wall_clock(at(hours=2), tick=False):
+        label(model, "a", value=1, stamped=at(minutes=30))  # right, known at 00:30
+    assert feed(model, known_by=at(minutes=30) - timedelta(microseconds=1)).fed == 0
+    assert feed(model, known_by=at(minutes=30)).fed == 1
+    assert pickle.loads(bytes(SequentialDetector.objects.get(model=model).state)).total == 0.0  # noqa: S301
+
+
+@pytest.mark.django_db
+def test_a_label_sent_again_before_its_prediction_is_fed_with_its_new_value_once_it_comes() -> None:
+    model = monitored_model()
+    with wall_clock(at(hours=1), tick=False):
+        label(model, "a", value=0)
+    with wall_clock(at(hours=2), tick=False):
+        label(model, "a", value=1)
+        predict(model, "a", at_time=T0, prediction=1)
+    assert feed(model).fed == 1
+    assert pickle.loads(bytes(SequentialDetector.objects.get(model=model).state)).total == 0.0  # noqa: S301
+
+
+@pytest.mark.django_db
+def test_a_label_whose_prediction_never_comes_waits_and_is_never_fed() -> None:
+    model = monitored_model()
+    with wall_clock(SENT_AT):
+        label(model, "orphan")
+        send(model, rows(10, seed=9), start=T0, prefix="a")
+    assert feed(model).fed == 10
+    assert feed(model, known_by=at(days=2)).fed == 0
+    waiting = DetectorBacklog.objects.values_list("sample_id", "known_at", "error")
+    assert list(waiting) == [("orphan", None, None)]
 
 
 @pytest.mark.django_db
@@ -195,23 +287,62 @@ def test_a_check_that_fails_after_feeding_feeds_nothing_and_its_rerun_feeds_each
     assert feed(model, known_by=timezone.now()).fed == 0, "nothing is fed twice"
 
 
+@pytest.fixture
+def migrate() -> Iterator[Callable[[list[tuple[str, str]]], Any]]:
+    """migrate(target) → the models as they were at that migration; the schema is back at the
+    latest after the test, whatever it asserted."""
+
+    def to(target: list[tuple[str, str]]) -> Any:
+        executor = MigrationExecutor(connection)
+        executor.migrate(target)
+        return executor.loader.project_state(target).apps
+
+    yield to
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+
+
 BEFORE_BACKLOG = [("monitoring", "0021_check_model_window_end")]
 WITH_BACKLOG = [("monitoring", "0022_detector_backlog")]
+WITH_KNOWN_TIMES = [("monitoring", "0023_backlog_known_at_error")]
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_backlog_migration_queues_the_labels_not_fed_yet_and_only_those() -> None:
+def test_the_backlog_migration_queues_the_labels_not_fed_yet_and_only_those(migrate: Any) -> None:
     model = monitored_model(reference_rows=200)
-    executor = MigrationExecutor(connection)
-    executor.migrate(BEFORE_BACKLOG)
-    try:
-        old = executor.loader.project_state(BEFORE_BACKLOG).apps.get_model("monitoring", "GroundTruth")
-        for sample_id, fed in (("fed", True), ("waiting", False)):
-            old.objects.create(
-                model_id=model.pk, sample_id=sample_id, label=1, received_at=T0, fed_to_detector=fed
-            )
-    finally:
-        executor = MigrationExecutor(connection)
-        executor.migrate(WITH_BACKLOG)
-    waiting = DetectorBacklog.objects.values_list("label__sample_id", "model_id", "sample_id", "value")
+    old = migrate(BEFORE_BACKLOG).get_model("monitoring", "GroundTruth")
+    for sample_id, fed in (("fed", True), ("waiting", False)):
+        old.objects.create(
+            model_id=model.pk, sample_id=sample_id, label=1, received_at=T0, fed_to_detector=fed
+        )
+    backlog = migrate(WITH_BACKLOG).get_model("monitoring", "DetectorBacklog")
+    waiting = backlog.objects.values_list("label__sample_id", "model_id", "sample_id", "value")
     assert list(waiting) == [("waiting", model.pk, "waiting", 1)], "with the label as the feed reads it"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_known_time_migration_fills_the_labels_whose_prediction_is_in_and_reverses(migrate: Any) -> None:
+    model = monitored_model(reference_rows=200)
+    with wall_clock(at(days=2), tick=False):
+        predict(model, "replayed", at_time=T0, prediction=1)
+    old = migrate(WITH_BACKLOG)
+    for sample_id in ("replayed", "orphan"):
+        truth = old.get_model("monitoring", "GroundTruth").objects.create(
+            model_id=model.pk, sample_id=sample_id, label=0, received_at=at(days=2, hours=1)
+        )
+        old.get_model("monitoring", "DetectorBacklog").objects.create(
+            label_id=truth.pk, model_id=model.pk, sample_id=sample_id, value=0, received_at=truth.received_at
+        )
+    filled = migrate(WITH_KNOWN_TIMES).get_model("monitoring", "DetectorBacklog").objects
+    assert dict(filled.values_list("sample_id", "known_at")) == {
+        "replayed": label_known_at(
+            labelled_at=None,
+            received_at=at(days=2, hours=1),
+            predicted_at=T0,
+            prediction_received_at=at(days=2),
+        ),  # fmt: skip
+        "orphan": None,
+    }
+    assert dict(filled.values_list("sample_id", "error")) == {"replayed": 1.0, "orphan": None}
+    back = migrate(WITH_BACKLOG).get_model("monitoring", "DetectorBacklog").objects
+    assert sorted(back.values_list("sample_id", flat=True)) == ["orphan", "replayed"]
