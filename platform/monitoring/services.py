@@ -57,7 +57,7 @@ def predictions_ingest(*, model: RegisteredModel, body: Any) -> IngestResult:
     cleaner = SampleCleaner.for_schema(model_schema(model), versions=set(version_ids), now=now)
     errors = Collector()
     first_row: dict[str, int] = {}
-    kept = _KeptSamples()
+    kept = _KeptSamples(rows)
     for i, raw in chunked_rows(rows):
         sample = cleaner.clean(raw, i, errors)
         if sample is not None:
@@ -96,20 +96,23 @@ def predictions_ingest(*, model: RegisteredModel, body: Any) -> IngestResult:
     return IngestResult(accepted=inserted, duplicates=len(rows) - inserted)
 
 
-# The first pass keeps its cleaned samples while they take about this much memory: a
-# 10,000-sample batch of 20 features (about 22 MB of them) is then stored without decoding and
-# cleaning every row a second time (cleaning was 60% of such a batch's time, done twice); a
-# bigger batch, or one of embeddings, keeps its first rows and decodes and cleans the rest
-# again, so one request holds at most this much of them.
+# The first pass keeps its cleaned samples while they take about this much memory, and at most
+# KEEP_BODY_TIMES the request body's bytes (an accepted batch stays within a few times its
+# size: tests/platform/monitoring/test_batch_memory.py): the rows kept are stored without
+# being decoded and cleaned a second time (cleaning was 60% of a 10,000-sample batch's time,
+# done twice); the rest are decoded and cleaned again, as before.
 KEEP_BYTES = 32 * 2**20
+KEEP_BODY_TIMES = 3
 
 
 class _KeptSamples:
-    """The first pass's cleaned samples by row, the first rows' up to ``KEEP_BYTES``."""
+    """The first pass's cleaned samples by row, the first rows' up to the budget."""
 
-    def __init__(self) -> None:
+    def __init__(self, rows: Rows) -> None:
         self.rows: dict[int, CleanSample] = {}
         self.left = KEEP_BYTES
+        if isinstance(rows, RowSpans):
+            self.left = min(self.left, KEEP_BODY_TIMES * sum(len(span) for span in rows.spans))
 
     def add(self, row: int, sample: CleanSample) -> None:
         if self.left <= 0:
