@@ -56,7 +56,15 @@ def memo(key: Hashable, keep: Any, compute: Callable[[], T]) -> T:
 def sorted_finite(series: pd.Series) -> np.ndarray:
     """The column's values as float64, missing and ±inf dropped (evidently drops both), sorted."""
 
-    return memo(("sorted",) + column_key(series), series, lambda: np.sort(finite_values(series)))
+    return memo(_sorted_key(series), series, lambda: _sorted(series))
+
+
+def _sorted_key(series: pd.Series) -> tuple[Any, ...]:
+    return ("sorted",) + column_key(series)
+
+
+def _sorted(series: pd.Series) -> np.ndarray:
+    return np.sort(finite_values(series))
 
 
 def presort(columns: Iterable[pd.Series]) -> None:
@@ -66,11 +74,11 @@ def presort(columns: Iterable[pd.Series]) -> None:
     cache = _SHARED.get()
     if cache is None:
         return
-    todo = {("sorted",) + column_key(c): c for c in columns}
+    todo = {_sorted_key(c): c for c in columns}
     todo = {key: c for key, c in todo.items() if key not in cache}
     if len(todo) < 2:
         return
     with ThreadPoolExecutor(min(len(todo), len(os.sched_getaffinity(0)))) as pool:
-        done = pool.map(lambda c: np.sort(finite_values(c)), todo.values())
+        done = pool.map(_sorted, todo.values())
         for (key, column), values in zip(todo.items(), done, strict=True):
             cache[key] = (column, values)

@@ -152,20 +152,27 @@ class _Layout:
             return np.empty(0, dtype="int64")
         ids = np.asarray(self.ids, dtype="int64")
         order = np.argsort(ids)
-        where = np.searchsorted(ids[order], part_ids)
-        if (where >= len(ids)).any() or (ids[order][np.minimum(where, len(ids) - 1)] != part_ids).any():
+        where = _find(ids[order], part_ids)
+        if where is None:
             return None
         part = order[where]
         out = np.asarray(self.offsets, dtype="int64")[part] + part_rows
-        for i in np.flatnonzero([k is not None for k in self.kept]):
-            mine = part == i
-            kept = self.kept[i]
-            assert kept is not None
-            at = np.searchsorted(kept, part_rows[mine])
-            if (at >= len(kept)).any() or (kept[np.minimum(at, len(kept) - 1)] != part_rows[mine]).any():
-                return None
-            out[mine] = self.offsets[i] + at
+        for i, kept in enumerate(self.kept):
+            if kept is not None:
+                mine = part == i
+                at = _find(kept, part_rows[mine])
+                if at is None:
+                    return None
+                out[mine] = self.offsets[i] + at
         return out
+
+
+def _find(ordered: np.ndarray, values: np.ndarray) -> np.ndarray | None:
+    """Where each of ``values`` is in the ascending ``ordered``; None if one is not there."""
+    at = np.searchsorted(ordered, values)
+    if (at >= len(ordered)).any() or (ordered[np.minimum(at, len(ordered) - 1)] != values).any():
+        return None
+    return at
 
 
 def _read(
