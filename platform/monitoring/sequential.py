@@ -313,11 +313,15 @@ def detector_feed(*, model: RegisteredModel, known_by: datetime) -> DetectorUpda
     detector = pickle.loads(bytes(row.state)) if row.state else _new_detector()  # noqa: S301 (our own state)
     errors, label_ids = _take_unfed(model, known_by)
     found = []  # (position in this feed, error before, error after, window)
+    # One estimation per label: the one after a label is the one before the next (500,000
+    # labels: 0.6 s of the loop's 0.9 s went to the two reads of each label, under cProfile).
+    before = detector.estimation
     for n, error in enumerate(errors):
-        before = detector.estimation
         detector.update(error)
-        if detector.drift_detected and detector.estimation > before:
-            found.append((n, before, detector.estimation, int(detector.width)))
+        after = detector.estimation
+        if detector.drift_detected and after > before:
+            found.append((n, before, after, int(detector.width)))
+        before = after
     update = DetectorUpdate(fed=len(errors), total=row.fed + len(errors))
     sample_ids = dict(
         GroundTruth.objects.filter(pk__in=[label_ids[n] for n, *_ in found]).values_list("pk", "sample_id")

@@ -14,7 +14,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection, models, transaction
 
-from monitoring.models import PredictionSample, SamplePart
+from monitoring.models import GroundTruth, PredictionSample, SamplePart
 from monitoring.samples import WindowBounds, sample_source
 from monitoring.services import labels_ingest, predictions_ingest
 from monitoring.store import source as columnar_source
@@ -292,6 +292,45 @@ def test_labels_land_on_their_own_samples_in_masked_and_cut_parts(columnar: Path
             assert label == data[i]["label"] and not pd.isna(received), i
         else:
             assert pd.isna(label) and pd.isna(received), i
+
+
+def test_labels_come_back_with_their_values_and_known_times_exactly(columnar: Path) -> None:
+    """A regression label's value and every label's known time (the client's timestamp when it
+    sent one, else the arrival), to the microsecond, as GroundTruth holds them."""
+    model = model_register(
+        data={"name": "reg", "task": "regression", "features": [{"name": "x", "type": "numerical"}]}
+    )
+    body = [
+        {
+            "id": f"s{i}",
+            "timestamp": (T0 + timedelta(seconds=i)).isoformat(),
+            "features": {"x": i},
+            "prediction": 1.0,
+        }
+        for i in range(12)
+    ]
+    predictions_ingest(model=model, body={"samples": body})
+    stamped = T0 + timedelta(minutes=5, microseconds=123_457)
+    labels_ingest(
+        model=model,
+        body={
+            "labels": [
+                {"id": "s1", "label": -2.5e-7, "timestamp": stamped.isoformat()},
+                {"id": "s4", "label": 1e300},
+                {"id": "s7", "label": 3},
+            ]
+        },
+    )
+    got = _load(model, T0, T0 + HOUR)
+    by_id = dict(zip(got["sample_id"], zip(got[LABEL], got["label_received_at"], strict=True), strict=True))
+    stored = {g.sample_id: g for g in GroundTruth.objects.filter(model=model)}
+    assert by_id["s1"] == (-2.5e-7, pd.Timestamp(stamped))
+    for sample_id in ("s4", "s7"):
+        assert by_id[sample_id] == (
+            float(stored[sample_id].label),
+            pd.Timestamp(stored[sample_id].received_at),
+        )
+    assert all(np.isnan(label) and pd.isna(at) for s, (label, at) in by_id.items() if s not in stored)
 
 
 def test_a_compaction_between_the_parts_and_the_labels_reads_the_window_again(
