@@ -57,10 +57,9 @@ from workers.drift.result import (
     estimate_read,
     metrics_read,
 )
-from workers.drift.sorts import presort, shared_sorts
+from workers.drift.sorts import each_column, shared_sorts
 from workers.drift.summary import ColumnType
 from workers.drift.thresholds import MIN_BAND_CHUNKS
-from workers.features.numerical import NUMERICAL
 
 logger = logging.getLogger(__name__)
 
@@ -331,7 +330,6 @@ def _check_compute(
                 frame, features, categories=reference.summary.categories()
             )
         if enough and raw_features:
-            presort(frame[n] for n, t in columns.items() if t == NUMERICAL.name)
             drift = data_drift(
                 reference.summary,
                 frame,
@@ -374,12 +372,13 @@ def _distributions(
     reference: ReferenceState, frame: pd.DataFrame, columns: Mapping[str, ColumnType]
 ) -> dict[str, DistributionDict]:
     """Reference vs window per drift column (features and the prediction), for the drill-down."""
-    out = {}
-    for name, kind in columns.items():
-        distribution = column_distribution(reference.summary.column(name), frame[name], kind)
-        if distribution is not None:
-            out[name] = distribution
-    return out
+    names = list(columns)
+    found = each_column(
+        lambda name: column_distribution(reference.summary.column(name), frame[name], columns[name]),
+        names,
+        len(frame),
+    )
+    return {name: d for name, d in zip(names, found, strict=True) if d is not None}
 
 
 def _store_distributions(check: QualityCheck, distributions: Mapping[str, DistributionDict]) -> None:

@@ -9,8 +9,9 @@ from typing import Any, NotRequired, TypedDict, cast
 import numpy as np
 import pandas as pd
 
-from workers.drift.columns import Columns, column_values
+from workers.drift.columns import Columns, column_values, n_rows
 from workers.drift.multivariate import MultivariateDriftDict
+from workers.drift.sorts import each_column
 from workers.drift.stats import STATTESTS, StatTest
 from workers.drift.summary import ReferenceSummary, _check_columns, summarize_reference
 from workers.features.registry import ColumnType, feature_type, prediction_type
@@ -155,10 +156,13 @@ def data_drift(
     if unknown:
         raise ValueError(f"columns not in the reference summary: {unknown}")
     chosen = methods or {}
-    results = {
-        name: column_drift(summary.column(name), column_values(current, name), kind, chosen.get(kind))
-        for name, kind in columns.items()
-    }
+
+    def drift_of(name: str) -> ColumnDrift:
+        kind = columns[name]
+        return column_drift(summary.column(name), column_values(current, name), kind, chosen.get(kind))
+
+    names = list(columns)
+    results = dict(zip(names, each_column(drift_of, names, n_rows(current)), strict=True))
     share = sum(r.drifted for r in results.values()) / len(results) if results else 0.0
     return DriftResult(results, share, bool(results) and share >= drift_share, drift_share)
 

@@ -106,28 +106,38 @@ def ks_pvalue(reference_sorted: np.ndarray, current: np.ndarray) -> float:
 def wasserstein_norm(
     reference_sorted: np.ndarray, reference_std: float, current: np.ndarray, *, presorted: bool = False
 ) -> float:
-    """evidently ``wasserstein_distance_norm``: W1(reference, current) / max(std(reference), 0.001).
-
-    The integral of |F_ref - F_cur| that scipy's ``_cdf_distance`` computes, term for term, but
-    the reference arrives sorted: only the window is sorted and merged into it (one
-    searchsorted of the window), instead of re-sorting reference + window on every check.
-    """
-    n, m = reference_sorted.size, current.size
+    """evidently ``wasserstein_distance_norm``: W1(reference, current) / max(std(reference), 0.001)."""
     current_sorted = current if presorted else np.sort(current)
-    # Window value j lands after every reference value <= it and after window values 0..j-1.
-    positions = reference_sorted.searchsorted(current_sorted, "right") + np.arange(m)
-    is_current = np.zeros(n + m, dtype=bool)
-    is_current[positions] = True
-    all_values = np.empty(n + m, dtype="float64")
-    all_values[positions] = current_sorted
-    all_values[~is_current] = reference_sorted
-    # Counts up to each merged position; inside a run of ties they are partial, but there the
-    # step to the next value is 0, so the integral is unchanged.
-    cur_counts = np.cumsum(is_current)[:-1]
-    ref_counts = np.arange(1, n + m) - cur_counts
-    deltas = np.diff(all_values)
-    distance_ = float(np.dot(np.abs(ref_counts / n - cur_counts / m), deltas))
-    return distance_ / max(reference_std, 0.001)
+    return wasserstein_sorted(reference_sorted, current_sorted) / max(reference_std, 0.001)
+
+
+# Quantile steps of the larger sample per block: the block's index arrays stay a few MB.
+W1_BLOCK = 1 << 20
+
+
+def wasserstein_sorted(a: np.ndarray, b: np.ndarray) -> float:
+    """W1 between the empirical distributions of two sorted samples: the integral over u of
+    |F_a⁻¹(u) - F_b⁻¹(u)|, equal to the integral of |F_a - F_b| over x that scipy's
+    ``wasserstein_distance`` (and so evidently) computes. With b the larger sample (m ≥ n
+    values), b's quantile step [l/m, (l+1)/m) meets at most two of a's steps [i/n, (i+1)/n):
+    in units of 1/(n·m) it runs from l·n to l·n + n and a's step i ends at (i+1)·m, so each
+    step of b weighs |a[i] - b[l]| and |a[i+1] - b[l]| by integers. No merge of the two samples
+    (a searchsorted of the window into the reference, then a pass over both): a 1M-row window
+    against a 100,000-row reference took 41 ms, this takes about 15."""
+    if len(a) > len(b):
+        a, b = b, a
+    n, m = len(a), len(b)
+    total = 0.0
+    for first in range(0, m, W1_BLOCK):
+        steps = np.arange(first, min(first + W1_BLOCK, m), dtype="int64")
+        start = steps * n
+        end = start + n
+        i = start // m
+        cut = np.minimum((i + 1) * m, end)  # where a's step i ends inside b's step, or b's end
+        values = b[first : first + len(steps)]
+        total += float(np.dot((cut - start).astype("float64"), np.abs(a[i] - values)))
+        total += float(np.dot((end - cut).astype("float64"), np.abs(a[np.minimum(i + 1, n - 1)] - values)))
+    return total / n / m
 
 
 def _aligned_counts(

@@ -1,10 +1,15 @@
 """One sort per window column per check: the shared sort and the histogram from sorted values."""
 
+import os
+import threading
+
 import numpy as np
 import pandas as pd
+import pytest
 
+from workers.drift import stats
 from workers.drift.distribution import edges_for, histogram, sorted_histogram
-from workers.drift.sorts import presort, shared_sorts, sorted_finite
+from workers.drift.sorts import PARALLEL_MIN_ROWS, each_column, shared_sorts, sorted_finite
 from workers.drift.summary import summarize_numerical
 from workers.features.registry import feature_type
 
@@ -19,17 +24,30 @@ def test_a_column_is_sorted_once_within_a_check_and_every_time_outside() -> None
     assert sorted_finite(frame["a"]) is not sorted_finite(frame["a"])
 
 
-def test_presorted_columns_are_the_ones_sorted_finite_hands_out_and_equal_numpys_sort() -> None:
+def test_columns_worked_on_in_parallel_come_back_in_order_and_share_the_checks_sorts() -> None:
+    """Above PARALLEL_MIN_ROWS each column runs on a pool thread, in a copy of the caller's
+    context: the results are the serial ones, in the columns' order, and a sort made on a
+    thread is the one the check's later callers get."""
     rng = np.random.default_rng(0)
-    frame = pd.DataFrame({name: rng.normal(size=5000) for name in "abc"})
+    frame = pd.DataFrame({name: rng.normal(size=PARALLEL_MIN_ROWS) for name in "abcde"})
     frame.loc[::9, "b"] = np.nan
+    threads: set[int] = set()
+
+    def sorted_on_a_thread(name: str) -> np.ndarray:
+        threads.add(threading.get_ident())
+        return sorted_finite(frame[name])
+
     with shared_sorts():
-        presort(frame[name] for name in "abc")
-        for name in "abc":
-            got = sorted_finite(frame[name])
-            assert sorted_finite(frame[name]) is got  # sorted once, by presort
-            assert np.array_equal(got, np.sort(frame[name].dropna().to_numpy()))
-    presort([frame["a"], frame["b"]])  # outside a check: nothing to keep them in, no error
+        got = each_column(sorted_on_a_thread, list("abcde"), len(frame))
+        for name, values in zip("abcde", got, strict=True):
+            assert sorted_finite(frame[name]) is values  # the thread's sort, kept for the check
+            assert np.array_equal(values, np.sort(frame[name].dropna().to_numpy()))
+    # pool threads did the work (with one CPU there is no pool: the caller did)
+    assert (threading.get_ident() in threads) == (len(os.sched_getaffinity(0)) < 2)
+    threads.clear()
+    small = each_column(sorted_on_a_thread, list("ab"), 10)
+    assert [len(v) for v in small] == [len(frame), frame["b"].notna().sum()]
+    assert threads == {threading.get_ident()}  # a small window: one after another, here
 
 
 def test_the_histogram_of_sorted_values_counts_as_numpys_of_the_clipped_values() -> None:
@@ -55,3 +73,25 @@ def test_the_drill_down_reuses_the_drift_tests_distance_and_both_equal_an_unshar
     assert shared[0].score == alone[0].score
     assert shared[1] == alone[1]
     assert shared[1] is not None and shared[1]["wasserstein_norm"] == shared[0].score
+
+
+@pytest.mark.parametrize("block", [stats.W1_BLOCK, 7])
+def test_the_quantile_form_wasserstein_equals_scipys_on_ties_either_size_and_block_edges(
+    block: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """W1 from the two sorted samples' quantile steps (no merge) is scipy's CDF integral, to
+    rounding: samples of 1 value, equal sizes, either one larger, rounded so values tie, and
+    blocks that cut the larger sample anywhere."""
+    from scipy.stats import wasserstein_distance
+
+    monkeypatch.setattr(stats, "W1_BLOCK", block)
+    rng = np.random.default_rng(7)
+    for _ in range(400):
+        n, m = (int(v) for v in rng.integers(1, 120, size=2))
+        if rng.random() < 0.2:
+            m = n
+        a = np.sort(np.round(rng.normal(size=n), int(rng.integers(0, 3))))
+        b = np.sort(np.round(rng.normal(rng.normal(), 2.0, size=m), int(rng.integers(0, 3))))
+        want = wasserstein_distance(a, b)
+        assert stats.wasserstein_sorted(a, b) == pytest.approx(want, rel=1e-12, abs=1e-15)
+        assert stats.wasserstein_sorted(b, a) == pytest.approx(want, rel=1e-12, abs=1e-15)
