@@ -43,7 +43,8 @@ class SampleColumns:
     (sample_id, version_id, timestamp and label_received_at, both time-zone aware).
 
     Arrays are numpy arrays, or pandas extension arrays where numpy has no such dtype (aware
-    datetimes)."""
+    datetimes) or where a source holds the values in Arrow already (the columnar source's
+    sample ids)."""
 
     arrays: dict[str, Any]
 

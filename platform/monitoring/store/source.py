@@ -344,7 +344,9 @@ class ColumnarSampleSource:
             arrays[PROBA_PREFIX + str(cls)] = table.column(PROBA + str(cls)).to_numpy().astype("float64")
         received = np.full(len(table), np.datetime64("NaT"), dtype="datetime64[ns]")
         received[at] = labels.received.astype("datetime64[us]")
-        arrays["sample_id"] = table.column("sample_id").to_numpy().astype(object)
+        # Arrow's strings as they are: no check reads the ids, and as Python strings 1M of them
+        # cost 70 ms and 60 MB.
+        arrays["sample_id"] = pd.arrays.ArrowStringArray(table.column("sample_id"))
         arrays["version_id"] = table.column("version_id").to_numpy().astype("float64")
         arrays["timestamp"] = _times(table.column("timestamp"))
         arrays["label_received_at"] = pd.DatetimeIndex(received, tz="UTC").array

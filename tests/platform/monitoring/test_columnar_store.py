@@ -53,7 +53,9 @@ def _load(model: RegisteredModel, start: Any, end: Any, **kw: Any) -> dict[str, 
 
 
 def _sorted(arrays: dict[str, Any]) -> pd.DataFrame:
-    return pd.DataFrame(arrays).sort_values("sample_id").reset_index(drop=True)
+    """The window by sample id; the ids as Python strings (the columnar source keeps Arrow's)."""
+    frame = pd.DataFrame(arrays).sort_values("sample_id").reset_index(drop=True)
+    return frame.assign(sample_id=frame["sample_id"].astype(object))
 
 
 @pytest.mark.parametrize(
