@@ -77,6 +77,9 @@ class FeatureKind(ABC, Generic[S]):
     # False: a null value is refused at ingest, naming row and field. A type that refuses them
     # may list MISSING in ``options`` and bind ``missing_allowed(spec)`` (a feature's own choice).
     allows_missing = True
+    # True: ``column`` types each value on its own, whatever the others are, so a source may
+    # type a column's distinct values once and spread them over its rows.
+    elementwise_column = False
 
     # -- the feature's options (e.g. an embedding's dim)
     def option_errors(self, spec: Mapping[str, Any]) -> dict[str, str]:

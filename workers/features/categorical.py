@@ -39,6 +39,8 @@ class Categorical(FeatureKind[CategoricalSummary]):
     def parse_text(self, text: str) -> Any:
         return text
 
+    elementwise_column = True
+
     def column(self, values: pd.Series) -> pd.Series:
         return values.astype("object").where(values.notna(), None)
 

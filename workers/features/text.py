@@ -258,6 +258,8 @@ class Text(FeatureKind[TextSummary]):
         return text
 
     # -- storage
+    elementwise_column = True
+
     def column(self, values: pd.Series) -> pd.Series:
         return pd.Series(
             [v if isinstance(v, str) else None for v in values], index=values.index, dtype="object"

@@ -291,8 +291,22 @@ def _feature(kind: Any, column: pa.ChunkedArray) -> Any:
         return _embedding_rows(column)  # validated at ingest: finite, of the feature's dim, or null
     if pa.types.is_float64(column.type):
         return column.to_numpy()  # stored typed: the cleaned values, null as NaN (column() is a no-op)
+    if pa.types.is_string(column.type) and kind.elementwise_column:
+        return _by_distinct(kind, column)
     values = column.to_numpy()
     return kind.column(pd.Series(values, copy=False)).to_numpy()
+
+
+def _by_distinct(kind: Any, column: pa.ChunkedArray) -> np.ndarray:
+    """A text column typed by its distinct values: Arrow's hash kernel finds them, the type
+    types each once, and the rows take theirs (null rows the type's missing value). A 1M-row
+    categorical column turned into 1M Python strings, then typed one by one, took 0.2-0.5 s;
+    rows with the same value now share one object, as equal strings compare equal anyway."""
+    encoded = pc.dictionary_encode(column.combine_chunks())
+    distinct = encoded.dictionary.to_numpy(zero_copy_only=False)
+    typed = kind.column(pd.Series([*distinct, None], dtype=object)).to_numpy()
+    codes = encoded.indices.fill_null(len(distinct)).to_numpy(zero_copy_only=False)
+    return typed[codes]
 
 
 def _times(column: pa.ChunkedArray) -> Any:

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection, models, transaction
@@ -26,6 +27,7 @@ from registry.reference import LABEL, PREDICTION, PROBA_PREFIX
 from registry.services import model_register
 from tests.clock import T0
 from tests.platform.monitoring.factories import monitored_model, rows, send
+from workers.features.registry import feature_type
 
 pytestmark = pytest.mark.django_db
 HOUR = timedelta(hours=1)
@@ -360,3 +362,17 @@ def test_a_compaction_between_the_parts_and_the_labels_reads_the_window_again(
         after = _sorted(_load(model, T0, T0 + HOUR))
     assert len(reads) == 2 and "reading again" in caplog.text
     pd.testing.assert_frame_equal(after, before)
+
+
+@pytest.mark.parametrize("name", ["categorical", "text"])
+def test_a_text_column_typed_by_its_distinct_values_equals_it_typed_row_by_row(name: str) -> None:
+    """Categories and texts are typed once per distinct value, then spread over the rows: the
+    same values as typing every row, over several chunks, with nulls, JSON texts of numbers,
+    an empty string, a column of nulls only and an empty one."""
+    kind = feature_type(name)
+    values = ["a", None, "b", "a", "", "1.5", None, "b", "é", "a"]
+    for chunks in ([values], [values[:4], values[4:]], [[None, None]], [[]]):
+        column = pa.chunked_array([pa.array(c, pa.string()) for c in chunks], pa.string())
+        want = kind.column(pd.Series(column.to_numpy(), copy=False)).to_numpy()
+        got = columnar_source._by_distinct(kind, column)
+        assert got.dtype == want.dtype and got.tolist() == want.tolist()
