@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from workers.drift.distribution import OTHER, TOP_CATEGORIES, DistributionDict, cramers_v, psi
+from workers.drift.sorts import column_key, memo
 from workers.drift.stats import StatTest, discrete_score, discrete_stattest, union_unique
 from workers.drift.summary import CategoricalSummary, category_counts, counts_from_json, counts_to_json
 from workers.features.base import DriftScore, FeatureKind, InvalidValue
@@ -18,6 +19,12 @@ from workers.features.registry import register_feature_type
 # Category values are labels, not documents: longer ones are refused (and would bloat every window).
 MAX_CATEGORY_CHARS = 1000
 _EXAMPLES = 5  # out-of-schema values reported per column
+
+
+def _counts(values: pd.Series) -> dict[Any, int]:
+    """The window's counts per category, counted once per check for the drift test and the
+    drill-down (read, never changed, by both)."""
+    return memo(("category_counts", *column_key(values)), values, lambda: category_counts(values))
 
 
 class Categorical(FeatureKind[CategoricalSummary]):
@@ -60,14 +67,14 @@ class Categorical(FeatureKind[CategoricalSummary]):
         return discrete_stattest(n_reference, n_unique)
 
     def drift(self, summary: CategoricalSummary, values: pd.Series) -> DriftScore | None:
-        cur_counts = category_counts(values)
+        cur_counts = _counts(values)
         if summary.n == 0 or not cur_counts:
             return None
         test = self.default_stattest(summary.n, union_unique(summary.counts, cur_counts))
         return DriftScore(test, discrete_score(test, summary.counts, cur_counts), sum(cur_counts.values()))
 
     def distribution(self, summary: CategoricalSummary, values: pd.Series) -> DistributionDict | None:
-        reference, current = summary.counts, category_counts(values)
+        reference, current = summary.counts, _counts(values)
         if not reference or not current:
             return None
         keys = sorted(

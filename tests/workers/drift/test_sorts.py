@@ -95,3 +95,26 @@ def test_the_quantile_form_wasserstein_equals_scipys_on_ties_either_size_and_blo
         want = wasserstein_distance(a, b)
         assert stats.wasserstein_sorted(a, b) == pytest.approx(want, rel=1e-12, abs=1e-15)
         assert stats.wasserstein_sorted(b, a) == pytest.approx(want, rel=1e-12, abs=1e-15)
+
+
+def test_a_categorical_column_is_counted_once_per_check_for_drift_and_drill_down(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from workers.features import categorical
+
+    kind = feature_type("categorical")
+    summary = kind.summarize(pd.Series(["a", "b", "b", None, "c"] * 50, dtype=object))
+    window = pd.Series(["a", "c", "c", "d", None] * 80, dtype=object)
+    alone = kind.drift(summary, window), kind.distribution(summary, window)
+    counted: list[int] = []
+    real = categorical.category_counts
+
+    def counting(values: pd.Series) -> dict[object, int]:
+        counted.append(len(values))
+        return real(values)
+
+    monkeypatch.setattr(categorical, "category_counts", counting)
+    with shared_sorts():
+        shared = kind.drift(summary, window), kind.distribution(summary, window)
+    assert counted == [len(window)]  # once, for both
+    assert shared == alone
