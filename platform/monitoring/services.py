@@ -287,6 +287,8 @@ def _labels_insert_new(
     """Insert the labels not stored yet; {sample id: label id} of those it inserted. ON CONFLICT DO
     NOTHING RETURNING names exactly the rows this statement created (a concurrent request's row
     waits for it and conflicts), so a label is queued for the detector once, by its creator."""
+    if connection.vendor == "postgresql":
+        return _labels_insert_postgres(model, labels, now)
     table, fields = GroundTruth._meta.db_table, GroundTruth._meta
     label_field, time_field = fields.get_field("label"), fields.get_field("received_at")
     inserted: dict[str, int] = {}
@@ -310,6 +312,34 @@ def _labels_insert_new(
             )
             inserted.update(cursor.fetchall())
     return inserted
+
+
+_LABELS_INSERT_POSTGRES = """
+INSERT INTO monitoring_groundtruth (model_id, sample_id, label, received_at, labelled_at)
+SELECT %s, u.s, u.v::jsonb, %s, u.la FROM unnest(%b::text[], %b::text[], %b::timestamptz[]) AS u(s, v, la)
+ON CONFLICT (model_id, sample_id) DO NOTHING RETURNING sample_id, id
+"""
+
+
+def _labels_insert_postgres(
+    model: RegisteredModel, labels: list[tuple[str, CleanLabel]], now: datetime
+) -> dict[str, int]:
+    """One statement with array parameters, bound by the server: 10,000 labels as 20 statements
+    of 500 rows' parameters spent 0.69 s (each statement's text too long for psycopg's cache, so
+    parsed again, and every value prepared by its Django field)."""
+    import psycopg  # PostgreSQL only: the SQLite default never loads the driver
+
+    params = (
+        model.pk,
+        now,
+        [sample_id for sample_id, _ in labels],
+        [orjson.dumps(label.label).decode() for _, label in labels],
+        [label.labelled_at for _, label in labels],
+    )
+    connection.ensure_connection()
+    with psycopg.Cursor(connection.connection) as cursor:
+        cursor.execute(_LABELS_INSERT_POSTGRES, params)
+        return dict(cursor.fetchall())
 
 
 def _valid_label(cleaned: tuple[str, CleanLabel] | None) -> tuple[str, CleanLabel]:
