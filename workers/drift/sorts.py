@@ -62,6 +62,19 @@ def sorted_finite(series: pd.Series) -> np.ndarray:
     return memo(_sorted_key(series), series, lambda: _sorted(series))
 
 
+def in_check() -> bool:
+    """Whether a ``shared_sorts()`` context (a check's computation) is open."""
+    return _SHARED.get() is not None
+
+
+def release_sorted(series: pd.Series) -> None:
+    """Drop the column's sorted values from the check's memo: its last reader is done (a later
+    one sorts again). At 10M rows × 20 columns the kept sorted copies were 1.6 GB."""
+    cache = _SHARED.get()
+    if cache is not None:
+        cache.pop(_sorted_key(series), None)
+
+
 def _sorted_key(series: pd.Series) -> tuple[Any, ...]:
     return ("sorted",) + column_key(series)
 

@@ -18,7 +18,7 @@ from workers.drift.distribution import (
     psi,
     sorted_histogram,
 )
-from workers.drift.sorts import column_key, memo, sorted_finite
+from workers.drift.sorts import column_key, in_check, memo, release_sorted, sorted_finite
 from workers.drift.stats import (
     DISCRETE_MAX_UNIQUE,
     KS,
@@ -98,6 +98,15 @@ class Numerical(FeatureKind[NumericalSummary]):
 
     def drift(self, summary: NumericalSummary, values: pd.Series) -> DriftScore | None:
         current = sorted_finite(values)
+        scored = self._drift(summary, values, current)
+        if in_check():
+            # The drill-down is the column's other reader of its sorted values: made now, on
+            # this column's thread, so the sorted copy is not kept for it (one per column).
+            self.distribution(summary, values)
+            release_sorted(values)
+        return scored
+
+    def _drift(self, summary: NumericalSummary, values: pd.Series, current: np.ndarray) -> DriftScore | None:
         if summary.n == 0 or current.size == 0:
             return None
         if summary.n_unique > DISCRETE_MAX_UNIQUE:
@@ -112,6 +121,14 @@ class Numerical(FeatureKind[NumericalSummary]):
         return DriftScore(test, discrete_score(test, ref_counts, cur_counts), current.size)
 
     def distribution(self, summary: NumericalSummary, values: pd.Series) -> DistributionDict | None:
+        """Made once per check and column (by ``drift``, or here when it did not run)."""
+        return memo(
+            ("distribution", id(summary), *column_key(values)),
+            (summary, values),
+            lambda: self._distribution(summary, values),
+        )
+
+    def _distribution(self, summary: NumericalSummary, values: pd.Series) -> DistributionDict | None:
         reference, current = summary.sorted_values, sorted_finite(values)
         if reference.size == 0 or current.size == 0:
             return None

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from workers.drift import stats
+from workers.drift import sorts, stats
 from workers.drift.distribution import edges_for, histogram, sorted_histogram
 from workers.drift.sorts import PARALLEL_MIN_ROWS, each_column, shared_sorts, sorted_finite
 from workers.drift.summary import summarize_numerical
@@ -117,4 +117,23 @@ def test_a_categorical_column_is_counted_once_per_check_for_drift_and_drill_down
     with shared_sorts():
         shared = kind.drift(summary, window), kind.distribution(summary, window)
     assert counted == [len(window)]  # once, for both
+    assert shared == alone
+
+
+def test_a_numerical_columns_sorted_copy_is_released_once_its_drill_down_is_made() -> None:
+    """In a check, the drift test makes the column's drill-down on its thread and drops the
+    sorted copy (at 10M rows × 20 columns they were 1.6 GB kept to the check's end); the
+    drill-down asked for later is that one, equal to an unshared run's."""
+    rng = np.random.default_rng(5)
+    kind = feature_type("numerical")
+    summary = summarize_numerical(pd.Series(rng.normal(size=3000)))
+    window = pd.Series(rng.normal(0.3, 1.0, size=20_000))
+    alone = kind.distribution(summary, window)
+    with shared_sorts():
+        kind.drift(summary, window)
+        kept = sorts._SHARED.get()
+        assert kept is not None and sorts._sorted_key(window) not in kept
+        shared = kind.distribution(summary, window)
+        assert kind.distribution(summary, window) is shared  # made once
+        assert sorts._sorted_key(window) not in kept  # not sorted again for it
     assert shared == alone
