@@ -280,8 +280,10 @@ def _timed_stages() -> tuple[dict[str, float], Any]:
 
 def _check_peak(model: Any, start: datetime, end: datetime) -> tuple[float, float]:
     """Peak memory of a second run of the check: numpy and Python objects (tracemalloc: numpy
-    reports its buffers to it) and Arrow's memory pool, in GiB. tracemalloc slows allocation, so
-    this run is not timed."""
+    reports its buffers to it) and Arrow's memory (a window's columns gathered from several
+    parts are Arrow's allocations), in GiB. A pool's ``max_memory`` is its peak since the process
+    began, so that run gets an Arrow pool of its own: one of the backends nothing has used yet
+    (its peak starts at zero). tracemalloc slows allocation, so this run is not timed."""
     import tracemalloc
 
     import pyarrow as pa
@@ -290,14 +292,28 @@ def _check_peak(model: Any, start: datetime, end: datetime) -> tuple[float, floa
     from monitoring.models import QualityCheck
     from monitoring.window import range_window
 
+    used = pa.default_memory_pool()
+    fresh = {
+        "jemalloc": pa.jemalloc_memory_pool,
+        "system": pa.system_memory_pool,
+        "mimalloc": pa.mimalloc_memory_pool,
+    }
+    pool = next(
+        f()
+        for name, f in fresh.items()
+        if name != used.backend_name and name in pa.supported_memory_backends()
+    )
+    assert pool.max_memory() in (0, None), f"the {pool.backend_name} pool was used already"
     QualityCheck.objects.filter(model=model).delete()
+    pa.set_memory_pool(pool)
     tracemalloc.start()
-    arrow_before = pa.default_memory_pool().max_memory() or 0
-    quality_check_run(model_id=model.pk, window=range_window(start, end))
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    arrow = max((pa.default_memory_pool().max_memory() or 0) - arrow_before, 0)
-    return peak / 2**30, arrow / 2**30
+    try:
+        quality_check_run(model_id=model.pk, window=range_window(start, end))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+        pa.set_memory_pool(used)
+    return peak / 2**30, (pool.max_memory() or 0) / 2**30
 
 
 def _copy_rate(n: int) -> float:
