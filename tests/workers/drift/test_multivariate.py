@@ -107,3 +107,23 @@ def test_the_window_errors_are_the_plain_formula_bit_for_bit(
     )
     assert "segment" in model.frequencies and np.isnan(raw).any()
     assert np.array_equal(model.errors(current), expected)
+
+
+def test_frequency_encoding_by_distinct_value_equals_the_lookup_row_by_row() -> None:
+    """A categorical column's shares come from its distinct values when they are all strings,
+    row by row otherwise (1, 1.0 and True are equal, their texts are not): either way each row
+    gets the share of its own text, NaN for None, as a lookup per row gives."""
+    from workers.drift.multivariate import _frequency_encoded
+
+    shares = {"a": 0.1, "1": 0.2, "1.0": 0.3, "True": 0.4, "nan": 0.5, "None": 0.6, "<NA>": 0.7}
+
+    def row_by_row(values: np.ndarray) -> np.ndarray:
+        return np.array([np.nan if v is None else shares.get(str(v), 0.0) for v in values], dtype="float64")
+
+    rng = np.random.default_rng(2)
+    texts = rng.choice(np.array(["a", "b", "1", "nan", "None", None], dtype=object), 5000)
+    mixed = np.array(["a", None, 1, 1.0, True, np.nan, "nan", "None", pd.NA, "1", "zz", None], dtype=object)
+    for values in (texts, mixed, texts[texts != None], np.array([None, np.nan], dtype=object)):  # noqa: E711
+        got = _frequency_encoded(values, shares)
+        assert got.dtype == np.float64
+        np.testing.assert_array_equal(got, row_by_row(values))
