@@ -8,6 +8,7 @@ run:
 - ingestion through ``predictions_ingest`` (10,000-sample batches, one client in-process) of a
   window of N samples × 20 numerical features, half labelled: samples/s, and bytes per sample
   (parts on storage; the PostgreSQL index table with its indexes) beside the float32 payload;
+- the compaction of its hours into one part each (the beat task's, as on a live install);
 - a check (``quality_check_run``) of that window end to end, its load stage (the columnar
   source: parts + labels) and the rest (the check's computation), each beside the floor: the
   engine (pyarrow, memory-mapped Arrow IPC) scanning the same columns of the same parts into
@@ -188,6 +189,35 @@ def _detector_restart(model: Any) -> None:
         cursor.execute("VACUUM ANALYZE monitoring_detectorbacklog")
 
 
+def _compact(model: Any, end: datetime) -> None:
+    """Merge each closed hour's parts into one, as the beat task does on a live install once
+    DRIFTWATCH_COMPACT_AFTER_SECONDS have passed (a no-op for a --reuse window compacted before)."""
+    from django.conf import settings
+
+    from monitoring.models import SamplePart
+    from monitoring.store.compaction import parts_compact_due
+
+    live = SamplePart.objects.filter(model=model, retired_at__isnull=True)
+    before = live.count()
+    t = time.perf_counter()
+    hours = parts_compact_due(now=end + HOUR + timedelta(seconds=settings.DRIFTWATCH_COMPACT_AFTER_SECONDS))
+    print(
+        f"compaction (the beat task's): {hours} hour(s), {before} live parts -> {live.count()} "
+        f"in {time.perf_counter() - t:.1f} s"
+    )
+    if hours:
+        _vacuum()
+
+
+def _vacuum() -> None:
+    """Free the space of the index rows compaction repointed (an UPDATE leaves the old row
+    versions) and refresh the planner's statistics, as autovacuum would (off on this machine)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM ANALYZE monitoring_predictionsample")
+
+
 def _tabular_schema(name: str) -> dict[str, Any]:
     """The bench's tabular model: a binary classifier on N_FEATURES numerical features."""
     return {
@@ -356,8 +386,13 @@ def tabular(n: int, media: Path) -> None:
         ingest_rate = None
     else:
         model, start, end, ingest_rate = _tabular_ingest(n)
-    parts = sum(SamplePart.objects.filter(model=model).values_list("size", flat=True))
+    # The index's size as ingested: compaction's repointing leaves old row versions whose space a
+    # live table reuses (VACUUM frees it for reuse; the file keeps its size).
     index = _table_bytes("monitoring_predictionsample") / PredictionSample.objects.count()
+    _compact(model, end)
+    parts = sum(
+        SamplePart.objects.filter(model=model, retired_at__isnull=True).values_list("size", flat=True)
+    )
     print(
         f"bytes/sample, 20 numerical: parts {parts / n:.0f} (float64 values + id + time + prediction + 2 probabilities), "
         f"index table+indexes {index:.0f}; float32 payload {N_FEATURES * 4}: parts {parts / n / (N_FEATURES * 4):.2f}×, "
@@ -460,7 +495,9 @@ def embedding(n: int, dim: int) -> None:
         t = time.perf_counter()
         predictions_ingest(model=model, body={"samples": body})
         spent += time.perf_counter() - t
-    parts = sum(SamplePart.objects.filter(model=model).values_list("size", flat=True))
+    parts = sum(
+        SamplePart.objects.filter(model=model, retired_at__isnull=True).values_list("size", flat=True)
+    )
     print(f"ingest: {n:,} samples × one {dim}-dim embedding in {spent:.1f} s = {n / spent:,.0f} samples/s")
     print(
         f"bytes/sample, one {dim}-dim embedding: parts {parts / n:.0f}; float32 payload {dim * 4}: {parts / n / (dim * 4):.3f}× "
