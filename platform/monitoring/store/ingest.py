@@ -21,6 +21,7 @@ from django.core.files.storage import default_storage
 from django.db import connection, transaction
 
 from monitoring.models import PredictionSample, SamplePart
+from monitoring.store.columns import ColumnChunk
 from monitoring.store.parts import part_schema, part_write, samples_batch
 from monitoring.validation import CleanSample
 from registry.models import RegisteredModel
@@ -54,15 +55,54 @@ def samples_store(*, model: RegisteredModel, schema: Schema, chunks: Iterable[Re
     for records in chunks:
         index.add(records)
         batches.append(samples_batch(schema, arrow, [s for _, s in records], [v for v, _ in records]))
-    table = pa.Table.from_batches(batches, arrow)
+    return _table_store(model, pa.Table.from_batches(batches, arrow), index, now)
+
+
+def columns_store(
+    *,
+    model: RegisteredModel,
+    schema: Schema,
+    chunks: list[ColumnChunk],
+    version_ids: dict[int | None, int | None],
+    now: datetime,
+) -> int:
+    """``samples_store`` for a request validated a column at a time (``columns_clean``): its
+    first row of each id, in the id order, then the same parts and index rows."""
+    arrow = part_schema(schema)
+    table = pa.Table.from_batches([c.batch(arrow, version_ids) for c in chunks], arrow)
+    sample_ids = [s for c in chunks for s in c.sample_ids]
+    order = first_rows_by_id(sample_ids)
+    times = [t for c in chunks for t in c.times]
+    versions = [version_ids[v] for c in chunks for v in c.versions]
+    predictions = [js for c in chunks for js in c.prediction_json]
+    index = _Index(
+        versions=[versions[i] for i in order],
+        sample_ids=[sample_ids[i] for i in order],
+        times=[times[i] for i in order],
+        predictions=[predictions[i] for i in order],
+    )
+    return _table_store(model, table.take(order), index, now)
+
+
+def first_rows_by_id(sample_ids: list[str]) -> list[int]:
+    """Each id's first row, in the order of the ids: every transaction inserts in this one global
+    order, so two overlapping batches wait on each other in it and cannot deadlock."""
+    first: dict[str, int] = {}
+    for i, sample_id in enumerate(sample_ids):
+        first.setdefault(sample_id, i)
+    return [first[k] for k in sorted(first)]
+
+
+def _table_store(model: RegisteredModel, table: pa.Table, index: _Index, now: datetime) -> int:
     written, part_of, row_in = hour_parts_write(model, table)
     with transaction.atomic():
         parts = parts_create(model, written, now)
         part_ids = [parts[k].pk for k in part_of]
         insert = _insert_index_postgres if connection.vendor == "postgresql" else _insert_index_generic
+        rows = row_in.tolist()
         counts: Counter[int] = Counter()
         for start in range(0, len(table), 1000):
-            counts.update(insert(model, index, part_ids, row_in.tolist(), slice(start, start + 1000), now))
+            counts.update(insert(model, index, part_ids, rows, slice(start, start + 1000), now))
         for part in parts:
             part_settle(part, counts[part.pk])
     return sum(counts.values())

@@ -1,9 +1,10 @@
+from pathlib import Path
 from typing import Any
 
 import pytest
 from rest_framework.test import APIClient
 
-from monitoring.models import GroundTruth, PredictionSample
+from monitoring.models import GroundTruth, PredictionSample, SamplePart
 from registry.models import RegisteredModel
 from tests.clock import FUTURE, at, iso
 from tests.platform.conftest import make_model, make_sample
@@ -11,11 +12,23 @@ from tests.platform.conftest import make_model, make_sample
 URL = "/api/v1/models/churn/predictions"
 
 
+@pytest.fixture(params=["relational", "columnar"])
+def store(request: pytest.FixtureRequest, settings: Any, tmp_path: Path) -> str:
+    """Either sample store: the columnar one validates a request a column at a time
+    (monitoring.store.columns) and must answer and store as the row path does."""
+    settings.MEDIA_ROOT, settings.DRIFTWATCH_SAMPLE_SOURCE = str(tmp_path), request.param
+    return str(request.param)
+
+
+def nothing_stored() -> bool:
+    return not PredictionSample.objects.exists() and not SamplePart.objects.exists()
+
+
 def post(client: APIClient, samples: list[dict[str, Any]], url: str = URL) -> Any:
     return client.post(url, {"samples": samples}, format="json")
 
 
-def test_valid_batch_is_stored(ingest: APIClient, churn: RegisteredModel) -> None:
+def test_valid_batch_is_stored(ingest: APIClient, churn: RegisteredModel, store: str) -> None:
     response = post(ingest, [make_sample(i) for i in range(50)])
     assert response.status_code == 200, response.json()
     assert response.json() == {"accepted": 50, "duplicates": 0}
@@ -23,7 +36,7 @@ def test_valid_batch_is_stored(ingest: APIClient, churn: RegisteredModel) -> Non
 
 
 def test_retried_batch_is_stored_once_and_reported_as_duplicates(
-    ingest: APIClient, churn: RegisteredModel
+    ingest: APIClient, churn: RegisteredModel, store: str
 ) -> None:
     batch = [make_sample(i) for i in range(20)]
     post(ingest, batch)
@@ -32,12 +45,16 @@ def test_retried_batch_is_stored_once_and_reported_as_duplicates(
     assert PredictionSample.objects.filter(model=churn).count() == 25
 
 
-def test_repeated_id_inside_one_request_is_a_duplicate(ingest: APIClient, churn: RegisteredModel) -> None:
+def test_repeated_id_inside_one_request_is_a_duplicate(
+    ingest: APIClient, churn: RegisteredModel, store: str
+) -> None:
     response = post(ingest, [make_sample(1), make_sample(1), make_sample(2)])
     assert response.json() == {"accepted": 2, "duplicates": 1}
 
 
-def test_same_id_under_another_model_is_not_a_duplicate(ingest: APIClient, churn: RegisteredModel) -> None:
+def test_same_id_under_another_model_is_not_a_duplicate(
+    ingest: APIClient, churn: RegisteredModel, store: str
+) -> None:
     make_model(name="other")
     post(ingest, [make_sample(1)])
     response = post(ingest, [make_sample(1)], url="/api/v1/models/other/predictions")
@@ -53,7 +70,9 @@ def test_stored_sample_keeps_its_values(ingest: APIClient, churn: RegisteredMode
     assert stored.timestamp.isoformat() == iso(at(hours=4), z=False)
 
 
-def test_a_large_batch_of_10000_samples_is_accepted(ingest: APIClient, churn: RegisteredModel) -> None:
+def test_a_large_batch_of_10000_samples_is_accepted(
+    ingest: APIClient, churn: RegisteredModel, store: str
+) -> None:
     response = post(ingest, [make_sample(i) for i in range(10_000)])
     assert response.json() == {"accepted": 10_000, "duplicates": 0}
     assert PredictionSample.objects.filter(model=churn).count() == 10_000
@@ -102,7 +121,7 @@ BAD_INPUTS = [
 
 @pytest.mark.parametrize(("override", "field", "message"), BAD_INPUTS)
 def test_bad_sample_is_rejected_naming_row_and_field(
-    ingest: APIClient, churn: RegisteredModel, override: dict[str, Any], field: str, message: str
+    ingest: APIClient, churn: RegisteredModel, override: dict[str, Any], field: str, message: str, store: str
 ) -> None:
     batch = [make_sample(0), make_sample(1), make_sample(2, **override)]
     response = post(ingest, batch)
@@ -111,10 +130,10 @@ def test_bad_sample_is_rejected_naming_row_and_field(
     assert body["error"] == "invalid"
     assert {"row": 2, "field": field} == {k: body["errors"][0][k] for k in ("row", "field")}
     assert message in body["errors"][0]["message"]
-    assert PredictionSample.objects.count() == 0, "nothing of a rejected request is stored"
+    assert nothing_stored(), "nothing of a rejected request is stored"
 
 
-def test_every_bad_row_is_reported(ingest: APIClient, churn: RegisteredModel) -> None:
+def test_every_bad_row_is_reported(ingest: APIClient, churn: RegisteredModel, store: str) -> None:
     batch = [make_sample(i, prediction="maybe") if i % 3 == 0 else make_sample(i) for i in range(9)]
     body = post(ingest, batch).json()
     assert [e["row"] for e in body["errors"]] == [0, 3, 6]
@@ -153,7 +172,7 @@ def test_oversized_request_is_a_413(ingest: APIClient, churn: RegisteredModel, s
     assert PredictionSample.objects.count() == 0
 
 
-def test_regression_prediction_must_be_a_finite_number(ingest: APIClient, db: None) -> None:
+def test_regression_prediction_must_be_a_finite_number(ingest: APIClient, db: None, store: str) -> None:
     make_model(name="price", task="regression")
     url = "/api/v1/models/price/predictions"
     good = post(ingest, [make_sample(1, prediction=12.5, probabilities=None)], url=url)
@@ -163,7 +182,7 @@ def test_regression_prediction_must_be_a_finite_number(ingest: APIClient, db: No
 
 
 def test_sample_without_version_is_attributed_to_the_champion(
-    ingest: APIClient, churn: RegisteredModel
+    ingest: APIClient, churn: RegisteredModel, store: str
 ) -> None:
     from registry.services import version_create
 
@@ -173,8 +192,10 @@ def test_sample_without_version_is_attributed_to_the_champion(
     assert not GroundTruth.objects.exists()
 
 
-def test_a_sample_that_is_not_an_object_is_rejected(ingest: APIClient, churn: RegisteredModel) -> None:
+def test_a_sample_that_is_not_an_object_is_rejected(
+    ingest: APIClient, churn: RegisteredModel, store: str
+) -> None:
     response = post(ingest, [make_sample(0), "s1"])  # type: ignore[list-item]
     assert response.status_code == 400
     assert {k: response.json()["errors"][0][k] for k in ("row", "field")} == {"row": 1, "field": "sample"}
-    assert PredictionSample.objects.count() == 0
+    assert nothing_stored()
