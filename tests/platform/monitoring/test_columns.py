@@ -4,7 +4,7 @@ shape it leaves to the row path, hands the request to the row path (None), which
 and field; the first row of a repeated id is the one stored."""
 
 import math
-from datetime import UTC, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -221,3 +221,57 @@ def test_a_repeated_id_stores_its_first_row_in_id_order(settings: Any, tmp_path:
     index = PredictionSample.objects.filter(model=model).order_by("sample_id")
     assert [(s.sample_id, s.part_row, s.prediction) for s in index] == [("a", 0, "no"), ("b", 1, "no")]
     assert timezone.is_aware(index[0].timestamp)
+
+
+@pytest.mark.django_db
+def test_index_rows_are_the_same_copied_or_inserted_on_conflict(settings: Any, tmp_path: Path) -> None:
+    """On PostgreSQL a request none of whose ids is stored has its index rows copied (binary COPY,
+    monitoring.store.pgcopy), and one with a stored id inserted ON CONFLICT DO NOTHING: the same
+    rows either way (ids and classes with multi-byte and escaped characters, NULL and set versions,
+    microseconds, two hours' parts)."""
+    from registry.services import version_create
+
+    settings.MEDIA_ROOT, settings.DRIFTWATCH_SAMPLE_SOURCE = str(tmp_path), "columnar"
+    classes = ['no "quote"', "yés\\back\tslash", "日本"]
+    fresh, seen = make_model(name="fresh", classes=classes), make_model(name="seen", classes=classes)
+    versions = {m.pk: version_create(model=m) for m in (fresh, seen)}
+    ids = ["é-1", "tab\tnew\nline", "back\\slash", "日本語" * 20, "plain", "z" * 200]
+    samples = [
+        {
+            "id": sample_id,
+            "timestamp": (at(hours=i % 2, seconds=i) + timedelta(microseconds=123457 * i)).isoformat(),
+            "features": {"age": float(i), "income": None, "city": "a"},
+            "prediction": classes[i % 3],
+            **({"version": 1} if i % 2 else {}),
+        }
+        for i, sample_id in enumerate(ids)
+    ]
+    predictions_ingest(model=seen, body={"samples": samples[:1]})
+    assert predictions_ingest(model=fresh, body={"samples": samples}).accepted == len(ids)
+    assert predictions_ingest(model=seen, body={"samples": samples}).accepted == len(ids) - 1
+
+    def index(model: Any) -> list[tuple[Any, ...]]:
+        rows = PredictionSample.objects.filter(model=model).select_related("part").order_by("sample_id")
+        return [
+            (
+                s.sample_id,
+                s.timestamp,
+                s.version_id == versions[model.pk].pk,
+                s.prediction,
+                s.features,
+                s.received_at is not None,
+                s.part.bucket,
+                s.part_row,
+            )
+            for s in rows
+        ]
+
+    got = index(fresh)
+    again = [r for r in got if r[0] != ids[0]]  # its first request stored "seen"'s first sample
+    assert again == [r for r in index(seen) if r[0] != ids[0]]
+    assert [r[0] for r in got] == sorted(ids)
+    by_id = {s["id"]: s for s in samples}
+    for sample_id, ts, _, prediction, features, *_ in got:
+        assert ts == datetime.fromisoformat(by_id[sample_id]["timestamp"])
+        assert prediction == by_id[sample_id]["prediction"] and features == {}
+    assert {r[6] for r in got} == {at(), at(hours=1)}
