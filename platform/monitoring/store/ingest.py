@@ -6,7 +6,6 @@ a payload whose index row did not commit. A file whose request then failed has n
 ``collect.parts_collect`` deletes it after a grace.
 """
 
-import functools
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -95,16 +94,19 @@ class _Index:
     def __len__(self) -> int:
         return len(self.predictions)
 
-    @functools.cached_property
-    def values(self) -> tuple[list[int | None], list[str], list[datetime], list[int], list[int]]:
-        """(versions, sample ids, times, parts, rows) as Python values, for a statement's parameters."""
-        column = self.table.column
+    def values(
+        self, at: slice
+    ) -> tuple[list[int | None], list[str], list[datetime], list[str], list[int], list[int]]:
+        """Rows ``at`` as Python values (versions, sample ids, times, predictions, parts, rows):
+        a statement's parameters, built a chunk at a time (a datetime a row)."""
+        table = self.table.slice(at.start, at.stop - at.start)
         return (
-            column("version_id").to_pylist(),
-            column("sample_id").to_pylist(),
-            column("timestamp").to_pylist(),
-            self.parts.tolist(),
-            self.rows.tolist(),
+            table.column("version_id").to_pylist(),
+            table.column("sample_id").to_pylist(),
+            table.column("timestamp").to_pylist(),
+            self.predictions[at],
+            self.parts[at].tolist(),
+            self.rows[at].tolist(),
         )
 
 
@@ -168,6 +170,7 @@ COPY monitoring_predictionsample
 FROM STDIN (FORMAT BINARY)
 """
 INSERT_CHUNK = 1000  # rows a statement when some id may be stored already
+COPY_CHUNK = 10_000  # rows assembled at a time: a large request's stream is not held whole
 
 
 def _insert_index_postgres(model: RegisteredModel, index: _Index, now: datetime) -> Counter[int]:
@@ -181,7 +184,10 @@ def _insert_index_postgres(model: RegisteredModel, index: _Index, now: datetime)
     try:
         with transaction.atomic(), psycopg.Cursor(connection.connection) as cursor:
             with cursor.copy(_COPY_INDEX_SQL) as copy:
-                copy.write(_index_copy_data(model, index, now))
+                copy.write(pgcopy.HEADER)
+                for start in range(0, len(index), COPY_CHUNK):
+                    copy.write(_index_copy_rows(model, index, slice(start, start + COPY_CHUNK), now))
+                copy.write(pgcopy.TRAILER)
     except psycopg.errors.UniqueViolation:
         counts: Counter[int] = Counter()
         for start in range(0, len(index), INSERT_CHUNK):
@@ -191,21 +197,21 @@ def _insert_index_postgres(model: RegisteredModel, index: _Index, now: datetime)
     return Counter(dict(zip(parts.tolist(), inserted.tolist(), strict=True)))
 
 
-def _index_copy_data(model: RegisteredModel, index: _Index, now: datetime) -> bytes:
-    column, n = index.table.column, len(index)
-    versions = column("version_id")
+def _index_copy_rows(model: RegisteredModel, index: _Index, at: slice, now: datetime) -> memoryview:
+    table = index.table.slice(at.start, at.stop - at.start)
+    n, versions = len(table), table.column("version_id")
     received = (now - pgcopy.PG_EPOCH) // timedelta(microseconds=1)
-    return pgcopy.copy_data(
+    return pgcopy.copy_rows(
         [
             pgcopy.integers(np.full(n, model.pk), ">i8"),
             pgcopy.integers(versions.fill_null(0).to_numpy(), ">i8", null=versions.is_null().to_numpy()),
-            pgcopy.texts(column("sample_id")),
-            pgcopy.timestamps(column("timestamp")),
+            pgcopy.texts(table.column("sample_id")),
+            pgcopy.timestamps(table.column("timestamp")),
             pgcopy.constant(received.to_bytes(8, "big", signed=True), n),
             pgcopy.constant(pgcopy.JSONB_VERSION + b"{}", n),
-            pgcopy.texts(pa.array(index.predictions, pa.string()), pgcopy.JSONB_VERSION),
-            pgcopy.integers(index.parts, ">i8"),
-            pgcopy.integers(index.rows, ">i4"),
+            pgcopy.texts(pa.array(index.predictions[at], pa.string()), pgcopy.JSONB_VERSION),
+            pgcopy.integers(index.parts[at], ">i8"),
+            pgcopy.integers(index.rows[at], ">i4"),
         ]
     )
 
@@ -216,17 +222,7 @@ def _insert_index_on_conflict(
     """One statement per chunk; ON CONFLICT makes concurrent retries safe → inserted per part."""
     import psycopg  # PostgreSQL only: the SQLite default never loads the driver
 
-    versions, sample_ids, times, parts, rows = index.values
-    params = (
-        model.pk,
-        now,
-        versions[at],
-        sample_ids[at],
-        times[at],
-        index.predictions[at],
-        parts[at],
-        rows[at],
-    )
+    params = (model.pk, now, *index.values(at))
     with psycopg.Cursor(connection.connection) as cursor:
         cursor.execute(_INSERT_INDEX_SQL, params)
         return Counter(part for (part,) in cursor.fetchall())
@@ -234,11 +230,9 @@ def _insert_index_on_conflict(
 
 def _insert_index_generic(model: RegisteredModel, index: _Index, now: datetime) -> Counter[int]:
     # SQLite runs the transaction as IMMEDIATE: no writer slips in between this read and the insert.
-    versions, sample_ids, times, parts, rows = index.values
     counts: Counter[int] = Counter()
     for start in range(0, len(index), INSERT_CHUNK):
-        at = slice(start, start + INSERT_CHUNK)
-        ids = sample_ids[at]
+        versions, ids, times, predictions, parts, rows = index.values(slice(start, start + INSERT_CHUNK))
         existing = set(
             PredictionSample.objects.filter(model=model, sample_id__in=ids).values_list(
                 "sample_id", flat=True
@@ -247,7 +241,7 @@ def _insert_index_generic(model: RegisteredModel, index: _Index, now: datetime) 
         new = [
             _index_row(model, version, sample_id, ts, prediction, part, row, now)
             for version, sample_id, ts, prediction, part, row in zip(
-                versions[at], ids, times[at], index.predictions[at], parts[at], rows[at], strict=True
+                versions, ids, times, predictions, parts, rows, strict=True
             )
             if sample_id not in existing
         ]

@@ -27,6 +27,7 @@ class Field:
     lengths: np.ndarray
     data: np.ndarray
     prefix: bytes = b""
+    width: int | None = None  # every value this many bytes: written a byte plane at a time
 
 
 def integers(values: np.ndarray, dtype: str, null: np.ndarray | None = None) -> Field:
@@ -36,7 +37,7 @@ def integers(values: np.ndarray, dtype: str, null: np.ndarray | None = None) -> 
     if null is not None:
         lengths[null] = -1
         values = values[~null]
-    return Field(lengths, np.ascontiguousarray(values.astype(dtype)).view(np.uint8))
+    return Field(lengths, np.ascontiguousarray(values.astype(dtype)).view(np.uint8), width=width)
 
 
 def timestamps(values: pa.Array | pa.ChunkedArray) -> Field:
@@ -45,7 +46,8 @@ def timestamps(values: pa.Array | pa.ChunkedArray) -> Field:
 
 
 def constant(value: bytes, n: int) -> Field:
-    return Field(np.full(n, len(value), dtype="int64"), np.frombuffer(value * n, dtype=np.uint8))
+    data = np.frombuffer(value * n, dtype=np.uint8)
+    return Field(np.full(n, len(value), dtype="int64"), data, width=len(value))
 
 
 def texts(values: pa.Array | pa.ChunkedArray, prefix: bytes = b"") -> Field:
@@ -59,25 +61,29 @@ def texts(values: pa.Array | pa.ChunkedArray, prefix: bytes = b"") -> Field:
     return Field(np.diff(offsets).astype("int64") + len(prefix), data, prefix)
 
 
-def copy_data(fields: list[Field]) -> bytes:
-    """The whole COPY ... (FORMAT BINARY) stream of these columns' rows."""
+def copy_rows(fields: list[Field]) -> memoryview:
+    """These columns' rows as a piece of a COPY ... (FORMAT BINARY) stream, which starts with
+    HEADER and ends with TRAILER."""
     n = len(fields[0].lengths)
     sizes = [np.maximum(f.lengths, 0) for f in fields]
     row_size = 2 + sum(4 + s for s in sizes)
-    starts = np.concatenate(([0], np.cumsum(row_size)[:-1])) + len(HEADER)
-    out = np.empty(len(HEADER) + int(row_size.sum()) + len(TRAILER), dtype=np.uint8)
-    out[: len(HEADER)] = np.frombuffer(HEADER, dtype=np.uint8)
-    out[-len(TRAILER) :] = np.frombuffer(TRAILER, dtype=np.uint8)
+    starts = np.concatenate(([0], np.cumsum(row_size)[:-1]))
+    out = np.empty(int(row_size.sum()), dtype=np.uint8)
     _put(out, starts, np.full(n, len(fields)), ">i2")
     at = starts + 2
     for f, size in zip(fields, sizes, strict=True):
         _put(out, at, f.lengths, ">i4")
         at = at + 4
+        given = at[f.lengths >= 0]
         for k, byte in enumerate(f.prefix):
-            out[at[f.lengths >= 0] + k] = byte
-        _segments(out, at + len(f.prefix), np.maximum(size - len(f.prefix), 0), f.data)
+            out[given + k] = byte
+        if f.width is not None:  # a byte plane at a time: n offsets, not one a byte
+            for k, plane in enumerate(f.data.reshape(-1, f.width).T):
+                out[given + len(f.prefix) + k] = plane
+        else:
+            _segments(out, at + len(f.prefix), np.maximum(size - len(f.prefix), 0), f.data)
         at = at + size
-    return out.tobytes()
+    return out.data  # a view: no copy of the stream
 
 
 def _put(out: np.ndarray, at: np.ndarray, values: np.ndarray, dtype: str) -> None:

@@ -35,13 +35,17 @@ def test_the_columns_make_the_stream_a_row_at_a_time_makes() -> None:
     ]
     versions = np.array([0 if r[0] is None else r[0] for r in rows])
     texts = pa.array([r[1] for r in rows]).slice(0)  # an Arrow string column, as a part's
-    data = pgcopy.copy_data(
-        [
-            pgcopy.integers(versions, ">i8", null=np.array([r[0] is None for r in rows])),
-            pgcopy.texts(pa.chunked_array([texts[:1], texts[1:]])),
-            pgcopy.timestamps(pa.array([r[2] for r in rows], pa.timestamp("us", tz="UTC"))),
-            pgcopy.texts(pa.array([r[3] for r in rows]), pgcopy.JSONB_VERSION),
-            pgcopy.integers(np.array([r[4] for r in rows]), ">i4"),
-        ]
+    data = (
+        pgcopy.HEADER
+        + pgcopy.copy_rows(
+            [
+                pgcopy.integers(versions, ">i8", null=np.array([r[0] is None for r in rows])),
+                pgcopy.texts(pa.chunked_array([texts[:1], texts[1:]])),
+                pgcopy.timestamps(pa.array([r[2] for r in rows], pa.timestamp("us", tz="UTC"))),
+                pgcopy.texts(pa.array([r[3] for r in rows]), pgcopy.JSONB_VERSION),
+                pgcopy.integers(np.array([r[4] for r in rows]), ">i4"),
+            ]
+        ).tobytes()
+        + pgcopy.TRAILER
     )
     assert data == _by_rows(rows)

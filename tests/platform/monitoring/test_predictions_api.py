@@ -1,9 +1,11 @@
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from rest_framework.test import APIClient
 
+from core.batch import CHUNK_ROWS
 from monitoring.models import GroundTruth, PredictionSample, SamplePart
 from registry.models import RegisteredModel
 from tests.clock import FUTURE, at, iso
@@ -198,4 +200,40 @@ def test_a_sample_that_is_not_an_object_is_rejected(
     response = post(ingest, [make_sample(0), "s1"])  # type: ignore[list-item]
     assert response.status_code == 400
     assert {k: response.json()["errors"][0][k] for k in ("row", "field")} == {"row": 1, "field": "sample"}
+    assert nothing_stored()
+
+
+def _raw_batch(key: str, rows: list[bytes]) -> bytes:
+    return b'{"' + key.encode() + b'": [' + b",".join(rows) + b"]}"
+
+
+def _sample_json(i: int) -> bytes:
+    return orjson.dumps(make_sample(i))
+
+
+def test_a_row_only_json_reads_in_a_later_chunk_has_the_body_read_whole(
+    ingest: APIClient, churn: RegisteredModel, store: str
+) -> None:
+    """Rows are read a chunk at a time by the service, not ahead: a NaN token orjson refuses in
+    the second chunk stops it before anything is stored, and the body json reads is ingested."""
+    rows = [_sample_json(i) for i in range(CHUNK_ROWS + 10)]
+    income = b'"income":' + orjson.dumps(make_sample(CHUNK_ROWS + 5)["features"]["income"])
+    rows[CHUNK_ROWS + 5] = rows[CHUNK_ROWS + 5].replace(income, b'"income":NaN', 1)
+    assert b"NaN" in rows[CHUNK_ROWS + 5]
+    response = ingest.post(URL, _raw_batch("samples", rows), content_type="application/json")
+    assert response.json() == {"accepted": CHUNK_ROWS + 10, "duplicates": 0}
+    assert PredictionSample.objects.filter(model=churn).count() == CHUNK_ROWS + 10
+
+
+def test_a_lone_surrogate_in_a_later_chunk_is_a_400_and_nothing_is_stored(
+    ingest: APIClient, churn: RegisteredModel, store: str
+) -> None:
+    rows = [_sample_json(i) for i in range(CHUNK_ROWS + 10)]
+    rows[CHUNK_ROWS + 5] = rows[CHUNK_ROWS + 5].replace(b'"city":"lyon"', b'"city":"\\ud800"', 1)
+    response = ingest.post(URL, _raw_batch("samples", rows), content_type="application/json")
+    assert response.status_code == 400
+    assert {k: response.json()["errors"][0][k] for k in ("row", "field")} == {
+        "row": CHUNK_ROWS + 5,
+        "field": "features.city",
+    }
     assert nothing_stored()
