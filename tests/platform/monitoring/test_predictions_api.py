@@ -237,3 +237,23 @@ def test_a_lone_surrogate_in_a_later_chunk_is_a_400_and_nothing_is_stored(
         "field": "features.city",
     }
     assert nothing_stored()
+
+
+@pytest.mark.parametrize(
+    ("depth", "error"),
+    [
+        (1_022, {"row": CHUNK_ROWS + 5, "field": "sample"}),  # 1,024 levels with the body's two
+        (1_023, {"row": None, "field": "body", "message": "JSON nested deeper than 1,024 levels"}),
+    ],
+)
+def test_a_row_nested_past_the_depth_limit_in_a_later_chunk_is_a_400_naming_the_body(
+    ingest: APIClient, churn: RegisteredModel, store: str, depth: int, error: dict[str, Any]
+) -> None:
+    """The service reads each row as deep as it sits in the body: orjson's 1,024 levels hold for
+    a row among thousands exactly as for the body parsed whole."""
+    rows = [_sample_json(i) for i in range(CHUNK_ROWS + 10)]
+    rows[CHUNK_ROWS + 5] = b"[" * depth + b"]" * depth
+    response = ingest.post(URL, _raw_batch("samples", rows), content_type="application/json")
+    assert response.status_code == 400
+    assert {k: response.json()["errors"][0][k] for k in error} == error
+    assert nothing_stored()
