@@ -1,6 +1,7 @@
 """Shared helpers for API views: JSON body reading with size limit, base view class."""
 
 import json
+from functools import partial
 from typing import Any
 
 import msgspec
@@ -11,7 +12,7 @@ from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from core.auth import HasScope, IngestRateThrottle
-from core.batch import RowSpans, chunked_rows
+from core.batch import RowSpans
 from core.errors import FieldError, InvalidInput
 from core.text import first_bad_string
 
@@ -58,7 +59,8 @@ def json_batch(request: Request, key: str, *, max_rows: int) -> RowSpans | Any:
 
     A body of another shape, or one that orjson alone cannot read (NaN tokens, lone surrogates,
     NUL characters, nesting past 1,024 levels), is parsed whole as ``json_body`` does, so its
-    answer is the same.
+    answer is the same: here where the body shows it, else when the service reads the row
+    (``core.batch.UnreadableRow``: the view then calls the service again with the body parsed whole).
     """
     raw = _read_body(request)
     spans = _row_spans(raw, key, max_rows) if raw else None
@@ -86,22 +88,13 @@ def _row_spans(raw: bytes, key: str, max_rows: int) -> RowSpans | None:
         raise InvalidInput([FieldError(None, key, f"at most {max_rows} rows per request, got {len(spans)}")])
     if not spans or b"\\u0000" in raw:
         return None
-    # Inside the body a row starts two levels down: wrapped so, it meets orjson's depth limit
-    # exactly where the whole body would (only a body with that many brackets can).
-    deep = raw.count(b"[") + raw.count(b"{") > 1000
-    try:  # orjson reads each value (a chunk at a time), or the whole body is parsed as before
+    try:  # orjson reads each other value; the rows are read by the service (UnreadableRow)
         for name, value in top.items():
             if name != key:
                 orjson.loads(b"[" + bytes(value) + b"]")
-        rows = RowSpans(spans)
-        for _ in chunked_rows(rows):
-            pass
-        if deep:
-            for span in spans:
-                orjson.loads(b"[[" + bytes(span) + b"]]")
     except orjson.JSONDecodeError:
         return None
-    return rows
+    return RowSpans(spans, whole=partial(_parse, raw))
 
 
 def _parse(raw: bytes) -> Any:

@@ -1,5 +1,5 @@
 """gunicorn's configuration file (`--config`, see driftwatch.paths.gunicorn_argv): Prometheus
-multiprocess mode for /metrics.
+multiprocess mode for /metrics, and each worker's start-up objects frozen out of the collector.
 
 Read by the master before it forks, so every worker inherits PROMETHEUS_MULTIPROC_DIR before it
 first imports prometheus-client (the library picks per-process files at import: set later, a
@@ -9,6 +9,7 @@ at start. When a worker exits (recycled, timed out, killed) the master folds its
 totals (observability.multiprocess.process_fold), so the folder does not grow with recycles.
 """
 
+import gc
 import os
 import sys
 from pathlib import Path
@@ -36,3 +37,11 @@ os.environ[multiprocess.ENV] = str(_metrics_folder())
 def child_exit(server: Any, worker: Any) -> None:
     """gunicorn's hook, in the master, after a worker has exited."""
     multiprocess.process_fold(worker.pid)
+
+
+def post_worker_init(worker: Any) -> None:
+    """gunicorn's hook, in a worker, once it has loaded the application. What the worker holds
+    by then lives as long as it does, yet each full collection walked all of it (173,000 objects:
+    77 ms, about once every 12 ingestion requests of 10,000 samples, 8 ms a request of 85); frozen,
+    a collection walks only what requests made (2.5 ms a request)."""
+    gc.freeze()

@@ -1,7 +1,8 @@
 """Ingestion endpoints: predictions and labels."""
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.http import Http404
@@ -14,6 +15,7 @@ from rest_framework.response import Response
 
 from core.api import ScopedAPIView, json_batch, json_body
 from core.audit import audit_record, request_actor
+from core.batch import UnreadableRow
 from core.errors import FieldError, InvalidInput
 from core.serializers import BODY, NAMED, error_responses
 from monitoring import services
@@ -37,11 +39,19 @@ from monitoring.window import WindowSpec, range_window, scheduled_window
 from registry.models import RegisteredModel
 from registry.selectors import model_get
 
+T = TypeVar("T")
 
-def _batch(request: Request, key: str) -> Any:
-    """The batch's list as raw spans, counted before any row is parsed and then decoded a chunk
-    at a time by the service (neither a huge refused batch nor an accepted one is held as objects)."""
-    return json_batch(request, key, max_rows=settings.DRIFTWATCH_MAX_BATCH_ROWS)
+
+def _ingest(service: Callable[..., T], model: RegisteredModel, request: Request, key: str) -> T:
+    """The service on the batch's list as raw spans, counted before any row is parsed and then
+    decoded a chunk at a time by the service (neither a huge refused batch nor an accepted one is
+    held as objects). A row orjson cannot read stops the service before it stores anything, and
+    it runs again on the body parsed whole, as json_body parses it (or that parse's 400)."""
+    body = json_batch(request, key, max_rows=settings.DRIFTWATCH_MAX_BATCH_ROWS)
+    try:
+        return service(model=model, body=body)
+    except UnreadableRow as unreadable:
+        return service(model=model, body=unreadable.whole())
 
 
 class PredictionsView(ScopedAPIView):
@@ -53,7 +63,7 @@ class PredictionsView(ScopedAPIView):
     )
     def post(self, request: Request, name: str) -> Response:
         model = model_get(name=name)
-        result = services.predictions_ingest(model=model, body=_batch(request, "samples"))
+        result = _ingest(services.predictions_ingest, model, request, "samples")
         return Response(PredictionsOut(result).data)
 
 
@@ -66,7 +76,7 @@ class LabelsView(ScopedAPIView):
     )
     def post(self, request: Request, name: str) -> Response:
         model = model_get(name=name)
-        result = services.labels_ingest(model=model, body=_batch(request, "labels"))
+        result = _ingest(services.labels_ingest, model, request, "labels")
         return Response(LabelsOut(result).data)
 
 

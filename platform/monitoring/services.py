@@ -16,7 +16,8 @@ from core.metrics import ingest_counted
 from monitoring.models import GroundTruth, MonitoringPolicy, PredictionSample
 from monitoring.policy import default_metric, policy_update
 from monitoring.sequential import NewLabel, backlog_queue, backlog_refresh, label_predictions
-from monitoring.store.ingest import samples_store, store_is_columnar
+from monitoring.store.columns import columns_clean
+from monitoring.store.ingest import columns_store, samples_store, store_is_columnar
 from monitoring.validation import CleanLabel, CleanSample, SampleCleaner, clean_label, require_list
 from registry.models import ModelVersion, RegisteredModel, VersionStatus
 from registry.schema import Collector, model_schema
@@ -55,6 +56,15 @@ def predictions_ingest(*, model: RegisteredModel, body: Any) -> IngestResult:
     version_ids = dict(ModelVersion.objects.filter(model=model).values_list("version", "pk"))
     now = timezone.now()
     cleaner = SampleCleaner.for_schema(model_schema(model), versions=set(version_ids), now=now)
+    if store_is_columnar() and (columns := columns_clean(rows, cleaner)) is not None:
+        versions: dict[int | None, int | None] = {v: pk for v, pk in version_ids.items()}
+        versions[None] = _champion(model)
+        inserted = columns_store(
+            model=model, schema=cleaner.schema, chunks=columns, version_ids=versions, now=now
+        )
+        return IngestResult(accepted=inserted, duplicates=len(rows) - inserted)
+    # The row path: the relational store, and a request the columns' tests did not pass (it names
+    # every bad row and field, or stores a shape they leave to it).
     errors = Collector()
     first_row: dict[str, int] = {}
     kept = _KeptSamples(rows)
@@ -64,11 +74,7 @@ def predictions_ingest(*, model: RegisteredModel, body: Any) -> IngestResult:
             first_row.setdefault(sample.sample_id, i)
             kept.add(i, sample)
     errors.raise_if_any()
-    champion = (
-        ModelVersion.objects.filter(model=model, status=VersionStatus.CHAMPION)
-        .values_list("pk", flat=True)
-        .first()
-    )
+    champion = _champion(model)
     # One global insertion order (by id) for every transaction: two overlapping batches then wait
     # on each other in the same order and cannot deadlock on the unique index.
     order = [first_row[k] for k in sorted(first_row)]
@@ -94,6 +100,15 @@ def predictions_ingest(*, model: RegisteredModel, body: Any) -> IngestResult:
         for chunk_records in records():
             inserted += insert(model, chunk_records, now)
     return IngestResult(accepted=inserted, duplicates=len(rows) - inserted)
+
+
+def _champion(model: RegisteredModel) -> int | None:
+    """The version a sample sent without one is attributed to."""
+    return (
+        ModelVersion.objects.filter(model=model, status=VersionStatus.CHAMPION)
+        .values_list("pk", flat=True)
+        .first()
+    )
 
 
 # The first pass keeps its cleaned samples while they take about this much memory, and at most

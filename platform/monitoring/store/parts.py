@@ -49,16 +49,16 @@ def part_schema(schema: Schema) -> pa.Schema:
     return pa.schema(fields)
 
 
-def _text(value: Any) -> str | None:
+def text_value(value: Any) -> str | None:
     return value if value is None or isinstance(value, str) else orjson.dumps(value).decode()
 
 
-def _feature_array(kind: FeatureKind[Any], type_: pa.DataType, values: list[Any]) -> pa.Array:
+def feature_array(kind: FeatureKind[Any], type_: pa.DataType, values: list[Any]) -> pa.Array:
     if pa.types.is_fixed_size_list(type_):
         return _vectors_array(values, type_.list_size)
     if pa.types.is_floating(type_):
         return pa.array(np.array([np.nan if v is None else v for v in values], dtype="float64"))
-    return pa.array([_text(v) for v in values], type=pa.string())
+    return pa.array([text_value(v) for v in values], type=pa.string())
 
 
 def _vectors_array(values: list[Any], dim: int) -> pa.FixedSizeListArray:
@@ -83,7 +83,7 @@ def samples_batch(
         pa.array([s.timestamp for s in samples], arrow.field("timestamp").type),
         pa.array(list(versions), pa.int64()),
         pa.array(
-            [_text(s.prediction) if schema.is_classification else s.prediction for s in samples],
+            [text_value(s.prediction) if schema.is_classification else s.prediction for s in samples],
             arrow.field("prediction").type,
         ),
     ]
@@ -96,7 +96,7 @@ def samples_batch(
         )
     for name, kind in schema.feature_kinds.items():
         type_ = arrow.field(FEATURE + name).type
-        columns.append(_feature_array(kind, type_, [s.features.get(name) for s in samples]))
+        columns.append(feature_array(kind, type_, [s.features.get(name) for s in samples]))
     return pa.RecordBatch.from_arrays(columns, schema=arrow)
 
 

@@ -3,6 +3,7 @@ and an accepted one is validated and stored a chunk at a time: either way its pe
 within a few times its body (bench/ingest_memory.py measures the process)."""
 
 import tracemalloc
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -62,7 +63,12 @@ SAMPLES_PEAK_LIMIT = 8
 LABELS_PEAK_LIMIT = 12
 
 
-def test_an_accepted_batch_is_stored_within_a_few_times_its_size(ingest: Any) -> None:
+@pytest.mark.parametrize("source", ["relational", "columnar"])
+def test_an_accepted_batch_is_stored_within_a_few_times_its_size(
+    ingest: Any, settings: Any, tmp_path: Path, source: str
+) -> None:
+    # The columnar store keeps the request's columns (monitoring.store.columns), not its objects.
+    settings.MEDIA_ROOT, settings.DRIFTWATCH_SAMPLE_SOURCE = str(tmp_path), source
     make_model()
     body = _body(20_000)
     response, peak = _traced_post(ingest, "/api/v1/models/churn/predictions", body)

@@ -3,6 +3,7 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
+from core.batch import CHUNK_ROWS
 from monitoring.models import GroundTruth, PredictionSample
 from registry.models import RegisteredModel
 from tests.clock import FUTURE, PAST, at, iso
@@ -113,4 +114,20 @@ def test_a_bad_label_timestamp_is_a_400_and_nothing_is_stored(
     )
     assert response.status_code == 400
     assert (response.json()["errors"][0]["row"], response.json()["errors"][0]["field"]) == (1, "timestamp")
+    assert not GroundTruth.objects.exists()
+
+
+def test_a_lone_surrogate_in_a_later_chunk_of_labels_is_a_400_and_nothing_is_stored(
+    ingest: APIClient, churn: RegisteredModel
+) -> None:
+    """Rows are read a chunk at a time by the service, not ahead (core.batch.UnreadableRow)."""
+    rows = [b'{"id": "s%d", "label": "yes"}' % i for i in range(CHUNK_ROWS + 10)]
+    rows[CHUNK_ROWS + 5] = b'{"id": "s1005", "label": "\\udc00"}'
+    body = b'{"labels": [' + b",".join(rows) + b"]}"
+    response = ingest.post(LABELS, body, content_type="application/json")
+    assert response.status_code == 400
+    assert {k: response.json()["errors"][0][k] for k in ("row", "field")} == {
+        "row": CHUNK_ROWS + 5,
+        "field": "label",
+    }
     assert not GroundTruth.objects.exists()

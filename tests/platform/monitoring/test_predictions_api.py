@@ -1,9 +1,12 @@
+from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from rest_framework.test import APIClient
 
-from monitoring.models import GroundTruth, PredictionSample
+from core.batch import CHUNK_ROWS
+from monitoring.models import GroundTruth, PredictionSample, SamplePart
 from registry.models import RegisteredModel
 from tests.clock import FUTURE, at, iso
 from tests.platform.conftest import make_model, make_sample
@@ -11,11 +14,23 @@ from tests.platform.conftest import make_model, make_sample
 URL = "/api/v1/models/churn/predictions"
 
 
+@pytest.fixture(params=["relational", "columnar"])
+def store(request: pytest.FixtureRequest, settings: Any, tmp_path: Path) -> str:
+    """Either sample store: the columnar one validates a request a column at a time
+    (monitoring.store.columns) and must answer and store as the row path does."""
+    settings.MEDIA_ROOT, settings.DRIFTWATCH_SAMPLE_SOURCE = str(tmp_path), request.param
+    return str(request.param)
+
+
+def nothing_stored() -> bool:
+    return not PredictionSample.objects.exists() and not SamplePart.objects.exists()
+
+
 def post(client: APIClient, samples: list[dict[str, Any]], url: str = URL) -> Any:
     return client.post(url, {"samples": samples}, format="json")
 
 
-def test_valid_batch_is_stored(ingest: APIClient, churn: RegisteredModel) -> None:
+def test_valid_batch_is_stored(ingest: APIClient, churn: RegisteredModel, store: str) -> None:
     response = post(ingest, [make_sample(i) for i in range(50)])
     assert response.status_code == 200, response.json()
     assert response.json() == {"accepted": 50, "duplicates": 0}
@@ -23,7 +38,7 @@ def test_valid_batch_is_stored(ingest: APIClient, churn: RegisteredModel) -> Non
 
 
 def test_retried_batch_is_stored_once_and_reported_as_duplicates(
-    ingest: APIClient, churn: RegisteredModel
+    ingest: APIClient, churn: RegisteredModel, store: str
 ) -> None:
     batch = [make_sample(i) for i in range(20)]
     post(ingest, batch)
@@ -32,12 +47,16 @@ def test_retried_batch_is_stored_once_and_reported_as_duplicates(
     assert PredictionSample.objects.filter(model=churn).count() == 25
 
 
-def test_repeated_id_inside_one_request_is_a_duplicate(ingest: APIClient, churn: RegisteredModel) -> None:
+def test_repeated_id_inside_one_request_is_a_duplicate(
+    ingest: APIClient, churn: RegisteredModel, store: str
+) -> None:
     response = post(ingest, [make_sample(1), make_sample(1), make_sample(2)])
     assert response.json() == {"accepted": 2, "duplicates": 1}
 
 
-def test_same_id_under_another_model_is_not_a_duplicate(ingest: APIClient, churn: RegisteredModel) -> None:
+def test_same_id_under_another_model_is_not_a_duplicate(
+    ingest: APIClient, churn: RegisteredModel, store: str
+) -> None:
     make_model(name="other")
     post(ingest, [make_sample(1)])
     response = post(ingest, [make_sample(1)], url="/api/v1/models/other/predictions")
@@ -53,7 +72,9 @@ def test_stored_sample_keeps_its_values(ingest: APIClient, churn: RegisteredMode
     assert stored.timestamp.isoformat() == iso(at(hours=4), z=False)
 
 
-def test_a_large_batch_of_10000_samples_is_accepted(ingest: APIClient, churn: RegisteredModel) -> None:
+def test_a_large_batch_of_10000_samples_is_accepted(
+    ingest: APIClient, churn: RegisteredModel, store: str
+) -> None:
     response = post(ingest, [make_sample(i) for i in range(10_000)])
     assert response.json() == {"accepted": 10_000, "duplicates": 0}
     assert PredictionSample.objects.filter(model=churn).count() == 10_000
@@ -102,7 +123,7 @@ BAD_INPUTS = [
 
 @pytest.mark.parametrize(("override", "field", "message"), BAD_INPUTS)
 def test_bad_sample_is_rejected_naming_row_and_field(
-    ingest: APIClient, churn: RegisteredModel, override: dict[str, Any], field: str, message: str
+    ingest: APIClient, churn: RegisteredModel, override: dict[str, Any], field: str, message: str, store: str
 ) -> None:
     batch = [make_sample(0), make_sample(1), make_sample(2, **override)]
     response = post(ingest, batch)
@@ -111,10 +132,10 @@ def test_bad_sample_is_rejected_naming_row_and_field(
     assert body["error"] == "invalid"
     assert {"row": 2, "field": field} == {k: body["errors"][0][k] for k in ("row", "field")}
     assert message in body["errors"][0]["message"]
-    assert PredictionSample.objects.count() == 0, "nothing of a rejected request is stored"
+    assert nothing_stored(), "nothing of a rejected request is stored"
 
 
-def test_every_bad_row_is_reported(ingest: APIClient, churn: RegisteredModel) -> None:
+def test_every_bad_row_is_reported(ingest: APIClient, churn: RegisteredModel, store: str) -> None:
     batch = [make_sample(i, prediction="maybe") if i % 3 == 0 else make_sample(i) for i in range(9)]
     body = post(ingest, batch).json()
     assert [e["row"] for e in body["errors"]] == [0, 3, 6]
@@ -153,7 +174,7 @@ def test_oversized_request_is_a_413(ingest: APIClient, churn: RegisteredModel, s
     assert PredictionSample.objects.count() == 0
 
 
-def test_regression_prediction_must_be_a_finite_number(ingest: APIClient, db: None) -> None:
+def test_regression_prediction_must_be_a_finite_number(ingest: APIClient, db: None, store: str) -> None:
     make_model(name="price", task="regression")
     url = "/api/v1/models/price/predictions"
     good = post(ingest, [make_sample(1, prediction=12.5, probabilities=None)], url=url)
@@ -163,7 +184,7 @@ def test_regression_prediction_must_be_a_finite_number(ingest: APIClient, db: No
 
 
 def test_sample_without_version_is_attributed_to_the_champion(
-    ingest: APIClient, churn: RegisteredModel
+    ingest: APIClient, churn: RegisteredModel, store: str
 ) -> None:
     from registry.services import version_create
 
@@ -173,8 +194,66 @@ def test_sample_without_version_is_attributed_to_the_champion(
     assert not GroundTruth.objects.exists()
 
 
-def test_a_sample_that_is_not_an_object_is_rejected(ingest: APIClient, churn: RegisteredModel) -> None:
+def test_a_sample_that_is_not_an_object_is_rejected(
+    ingest: APIClient, churn: RegisteredModel, store: str
+) -> None:
     response = post(ingest, [make_sample(0), "s1"])  # type: ignore[list-item]
     assert response.status_code == 400
     assert {k: response.json()["errors"][0][k] for k in ("row", "field")} == {"row": 1, "field": "sample"}
-    assert PredictionSample.objects.count() == 0
+    assert nothing_stored()
+
+
+def _raw_batch(key: str, rows: list[bytes]) -> bytes:
+    return b'{"' + key.encode() + b'": [' + b",".join(rows) + b"]}"
+
+
+def _sample_json(i: int) -> bytes:
+    return orjson.dumps(make_sample(i))
+
+
+def test_a_row_only_json_reads_in_a_later_chunk_has_the_body_read_whole(
+    ingest: APIClient, churn: RegisteredModel, store: str
+) -> None:
+    """Rows are read a chunk at a time by the service, not ahead: a NaN token orjson refuses in
+    the second chunk stops it before anything is stored, and the body json reads is ingested."""
+    rows = [_sample_json(i) for i in range(CHUNK_ROWS + 10)]
+    income = b'"income":' + orjson.dumps(make_sample(CHUNK_ROWS + 5)["features"]["income"])
+    rows[CHUNK_ROWS + 5] = rows[CHUNK_ROWS + 5].replace(income, b'"income":NaN', 1)
+    assert b"NaN" in rows[CHUNK_ROWS + 5]
+    response = ingest.post(URL, _raw_batch("samples", rows), content_type="application/json")
+    assert response.json() == {"accepted": CHUNK_ROWS + 10, "duplicates": 0}
+    assert PredictionSample.objects.filter(model=churn).count() == CHUNK_ROWS + 10
+
+
+def test_a_lone_surrogate_in_a_later_chunk_is_a_400_and_nothing_is_stored(
+    ingest: APIClient, churn: RegisteredModel, store: str
+) -> None:
+    rows = [_sample_json(i) for i in range(CHUNK_ROWS + 10)]
+    rows[CHUNK_ROWS + 5] = rows[CHUNK_ROWS + 5].replace(b'"city":"lyon"', b'"city":"\\ud800"', 1)
+    response = ingest.post(URL, _raw_batch("samples", rows), content_type="application/json")
+    assert response.status_code == 400
+    assert {k: response.json()["errors"][0][k] for k in ("row", "field")} == {
+        "row": CHUNK_ROWS + 5,
+        "field": "features.city",
+    }
+    assert nothing_stored()
+
+
+@pytest.mark.parametrize(
+    ("depth", "error"),
+    [
+        (1_022, {"row": CHUNK_ROWS + 5, "field": "sample"}),  # 1,024 levels with the body's two
+        (1_023, {"row": None, "field": "body", "message": "JSON nested deeper than 1,024 levels"}),
+    ],
+)
+def test_a_row_nested_past_the_depth_limit_in_a_later_chunk_is_a_400_naming_the_body(
+    ingest: APIClient, churn: RegisteredModel, store: str, depth: int, error: dict[str, Any]
+) -> None:
+    """The service reads each row as deep as it sits in the body: orjson's 1,024 levels hold for
+    a row among thousands exactly as for the body parsed whole."""
+    rows = [_sample_json(i) for i in range(CHUNK_ROWS + 10)]
+    rows[CHUNK_ROWS + 5] = b"[" * depth + b"]" * depth
+    response = ingest.post(URL, _raw_batch("samples", rows), content_type="application/json")
+    assert response.status_code == 400
+    assert {k: response.json()["errors"][0][k] for k in error} == error
+    assert nothing_stored()
