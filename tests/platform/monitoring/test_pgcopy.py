@@ -3,12 +3,13 @@ struct (PostgreSQL's documented layout); tests/platform/monitoring/test_columns.
 into PostgreSQL."""
 
 import struct
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import numpy as np
 import pyarrow as pa
 
 from monitoring.store import pgcopy
+from tests.clock import T0
 
 
 def _by_rows(rows: list[tuple[int | None, str, datetime, str, int]]) -> bytes:
@@ -27,7 +28,7 @@ def _by_rows(rows: list[tuple[int | None, str, datetime, str, int]]) -> bytes:
 
 
 def test_the_columns_make_the_stream_a_row_at_a_time_makes() -> None:
-    t = datetime(2001, 2, 3, 4, 5, 6, 789, tzinfo=UTC)
+    t = T0 + timedelta(minutes=5, seconds=6, microseconds=789)  # 20,000 days earlier is before 2000
     rows = [
         (None, "日本", t, '"a"', 0),
         (2**40, "", t - timedelta(days=20_000), '{"k": "\\u00e9"}', -5),
