@@ -23,6 +23,7 @@ from django.db import connection
 from django.db.models import Exists, OuterRef
 
 from monitoring.models import DetectorBacklog, GroundTruth, PredictionSample, SequentialDetector
+from monitoring.pg import server_cursor
 from registry.models import RegisteredModel
 
 logger = logging.getLogger(__name__)
@@ -132,12 +133,7 @@ WHERE model_id = %s AND sample_id = ANY(%b::text[])
 def _label_predictions_postgres(model: RegisteredModel, sample_ids: list[str]) -> dict[str, Predicted]:
     """One statement with the ids as an array parameter, bound by the server (the ORM's IN
     lists of 5,000 ids were a new statement text each time: 10,000 labels' lookups took 0.32 s)."""
-    import psycopg  # PostgreSQL only: the SQLite default never loads the driver
-    from psycopg.types.json import set_json_loads
-
-    connection.ensure_connection()
-    with psycopg.Cursor(connection.connection) as cursor:
-        set_json_loads(orjson.loads, cursor)
+    with server_cursor() as cursor:
         cursor.execute(_PREDICTIONS_POSTGRES, (model.pk, sample_ids), binary=True)
         return {sample_id: (value, at, received) for sample_id, value, at, received in cursor}
 
@@ -173,7 +169,6 @@ def _queue_postgres(
 ) -> None:
     """One statement with array parameters: labels_ingest of 10,000 new labels took 0.8-0.9 s,
     against 1.2-1.5 s with the ORM's bulk_create (load 3.2)."""
-    import psycopg  # PostgreSQL only: the SQLite default never loads the driver
 
     params = (
         model.pk,
@@ -185,9 +180,7 @@ def _queue_postgres(
         [known_at for known_at, _ in filled],
         [err for _, err in filled],
     )
-    connection.ensure_connection()
-    # Server-side parameter binding: Django's client-side binding would quote the arrays into SQL.
-    with psycopg.Cursor(connection.connection) as cursor:
+    with server_cursor() as cursor:
         cursor.execute(_QUEUE_POSTGRES, params)
 
 
@@ -267,12 +260,7 @@ def _take_waiting(model: RegisteredModel) -> list[tuple[NewLabel, Predicted]]:
         _backlog_delete([label.label_id for label in labels])
         predictions = label_predictions(model=model, sample_ids=[label.sample_id for label in labels])
         return [(label, predictions[label.sample_id]) for label in labels]
-    import psycopg  # PostgreSQL only: the SQLite default never loads the driver
-    from psycopg.types.json import set_json_loads
-
-    connection.ensure_connection()
-    with psycopg.Cursor(connection.connection) as cursor:
-        set_json_loads(orjson.loads, cursor)  # json.loads took 0.3 s more (100,000 labels)
+    with server_cursor() as cursor:
         cursor.execute(_TAKE_WAITING_POSTGRES, [model.pk], binary=True)
         return [(NewLabel(*row[:5]), (row[5], row[6], row[7])) for row in cursor]
 
@@ -308,10 +296,7 @@ def _take_unfed(model: RegisteredModel, known_by: datetime) -> tuple[list[float]
     the tables it is reading)."""
     _backlog_repair(model)
     if connection.vendor == "postgresql":
-        import psycopg  # PostgreSQL only: the SQLite default never loads the driver
-
-        connection.ensure_connection()
-        with psycopg.Cursor(connection.connection) as cursor:  # binary results: the bytea as is
+        with server_cursor() as cursor:  # binary results: the bytea as is
             cursor.execute(_TAKE_POSTGRES, [model.pk, known_by], binary=True)
             (fed,) = cursor.fetchone() or (None,)
         taken = np.frombuffer(fed or b"", _FED_ROW)

@@ -14,6 +14,7 @@ from core.audit import Actor, audit_record
 from core.batch import RowList, Rows, RowSpans, chunked_rows, chunks
 from core.metrics import ingest_counted
 from monitoring.models import GroundTruth, MonitoringPolicy, PredictionSample
+from monitoring.pg import server_cursor
 from monitoring.policy import default_metric, policy_update
 from monitoring.sequential import NewLabel, backlog_queue, backlog_refresh, label_predictions
 from monitoring.store.columns import columns_clean
@@ -175,8 +176,6 @@ def _insert_samples_postgres(
     model: RegisteredModel, records: list[tuple[int | None, CleanSample]], now: datetime
 ) -> int:
     """One statement with array parameters; ON CONFLICT makes concurrent retries safe."""
-    import psycopg  # PostgreSQL only: the SQLite default never loads the driver
-
     params = (
         model.pk,
         now,
@@ -187,9 +186,7 @@ def _insert_samples_postgres(
         [_dumps(s.prediction) for _, s in records],
         [None if s.probabilities is None else _dumps(s.probabilities) for _, s in records],
     )
-    connection.ensure_connection()
-    # Server-side parameter binding: Django's client-side binding would quote the arrays into SQL.
-    with psycopg.Cursor(connection.connection) as cursor:
+    with server_cursor() as cursor:
         cursor.execute(_INSERT_SAMPLES_SQL, params)
         return cursor.rowcount
 
@@ -343,8 +340,6 @@ def _labels_insert_postgres(
     """One statement with array parameters, bound by the server: 10,000 labels as 20 statements
     of 500 rows' parameters spent 0.69 s (each statement's text too long for psycopg's cache, so
     parsed again, and every value prepared by its Django field)."""
-    import psycopg  # PostgreSQL only: the SQLite default never loads the driver
-
     params = (
         model.pk,
         now,
@@ -352,8 +347,7 @@ def _labels_insert_postgres(
         [orjson.dumps(label.label).decode() for _, label in labels],
         [label.labelled_at for _, label in labels],
     )
-    connection.ensure_connection()
-    with psycopg.Cursor(connection.connection) as cursor:
+    with server_cursor() as cursor:
         cursor.execute(_LABELS_INSERT_POSTGRES, params)
         return dict(cursor.fetchall())
 

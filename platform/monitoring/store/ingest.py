@@ -21,6 +21,7 @@ from django.core.files.storage import default_storage
 from django.db import connection, transaction
 
 from monitoring.models import PredictionSample, SamplePart
+from monitoring.pg import server_cursor
 from monitoring.store import pgcopy
 from monitoring.store.columns import ColumnChunk
 from monitoring.store.parts import part_schema, part_write, samples_batch
@@ -180,9 +181,8 @@ def _insert_index_postgres(model: RegisteredModel, index: _Index, now: datetime)
     with ON CONFLICT DO NOTHING, which skips them → rows inserted per part."""
     import psycopg  # PostgreSQL only: the SQLite default never loads the driver
 
-    connection.ensure_connection()
     try:
-        with transaction.atomic(), psycopg.Cursor(connection.connection) as cursor:
+        with transaction.atomic(), server_cursor() as cursor:
             with cursor.copy(_COPY_INDEX_SQL) as copy:
                 copy.write(pgcopy.HEADER)
                 for start in range(0, len(index), COPY_CHUNK):
@@ -220,10 +220,8 @@ def _insert_index_on_conflict(
     model: RegisteredModel, index: _Index, at: slice, now: datetime
 ) -> Counter[int]:
     """One statement per chunk; ON CONFLICT makes concurrent retries safe → inserted per part."""
-    import psycopg  # PostgreSQL only: the SQLite default never loads the driver
-
     params = (model.pk, now, *index.values(at))
-    with psycopg.Cursor(connection.connection) as cursor:
+    with server_cursor() as cursor:
         cursor.execute(_INSERT_INDEX_SQL, params)
         return Counter(part for (part,) in cursor.fetchall())
 
