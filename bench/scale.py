@@ -429,7 +429,7 @@ def tabular(n: int, media: Path, url: str) -> None:
         f"floor: pyarrow scan of the window's {len(columns)} columns from its parts: {floor_s:.3f} s ({floor_n:,} rows)"
     )
     print(
-        f"load (columnar source: parts + labels join, typed arrays): {load_s:.3f} s = {load_s / floor_s:.1f}× the floor"
+        f"load (columnar source: parts + labels by range, typed arrays): {load_s:.3f} s = {load_s / floor_s:.1f}× the floor"
     )
     print(
         f"check end to end: {check_s:.2f} s = {check_s / floor_s:.1f}× the floor; "

@@ -1,6 +1,6 @@
 """Writes for monitoring: prediction and label ingestion (all-or-nothing, idempotent)."""
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -16,7 +16,7 @@ from core.metrics import ingest_counted
 from monitoring.models import GroundTruth, MonitoringPolicy, PredictionSample
 from monitoring.pg import server_cursor
 from monitoring.policy import default_metric, policy_update
-from monitoring.sequential import NewLabel, backlog_queue, backlog_refresh, label_predictions
+from monitoring.sequential import NewLabel, Predicted, backlog_queue, backlog_refresh, label_predictions
 from monitoring.store.columns import columns_clean
 from monitoring.store.ingest import columns_store, samples_store, store_is_columnar
 from monitoring.validation import CleanLabel, CleanSample, SampleCleaner, clean_label, require_list
@@ -252,8 +252,8 @@ def labels_ingest(*, model: RegisteredModel, body: Any) -> LabelResult:
                 _valid_label(clean_label(raw, i, errors, schema, lookup, now))
                 for i, raw in zip(chunk, rows.load(chunk), strict=True)
             ]
-            inserted = _labels_insert_new(model, labels, now)
             predictions = label_predictions(model=model, sample_ids=[sample_id for sample_id, _ in labels])
+            inserted = _labels_insert_new(model, labels, now, predictions)
             # Only a label stored for the first time waits for the detector: one sent again is
             # queued still, or was fed already (and is never fed twice).
             backlog_queue(
@@ -273,6 +273,7 @@ def labels_ingest(*, model: RegisteredModel, body: Any) -> LabelResult:
                         label=label.label,
                         received_at=now,
                         labelled_at=label.labelled_at,
+                        sample_at=_predicted_at(predictions, sample_id),
                     )
                     for sample_id, label in labels
                     if sample_id not in inserted
@@ -280,7 +281,7 @@ def labels_ingest(*, model: RegisteredModel, body: Any) -> LabelResult:
                 batch_size=1000,
                 update_conflicts=True,
                 unique_fields=["model", "sample_id"],
-                update_fields=["label", "received_at", "labelled_at"],
+                update_fields=["label", "received_at", "labelled_at", "sample_at"],
             )
             backlog_refresh(
                 model=model,
@@ -291,17 +292,26 @@ def labels_ingest(*, model: RegisteredModel, body: Any) -> LabelResult:
     return LabelResult(matched=matched, pending=len(order) - matched)
 
 
-LABEL_INSERT_ROWS = 500  # 5 parameters a row: well under SQLite's cap on bound variables
+LABEL_INSERT_ROWS = 500  # 6 parameters a row: well under SQLite's cap on bound variables
+
+
+def _predicted_at(predictions: Mapping[str, Predicted], sample_id: str) -> datetime | None:
+    """The label's ``sample_at``: its prediction's timestamp, None while the prediction is not in."""
+    found = predictions.get(sample_id)
+    return None if found is None else found[1]
 
 
 def _labels_insert_new(
-    model: RegisteredModel, labels: list[tuple[str, CleanLabel]], now: datetime
+    model: RegisteredModel,
+    labels: list[tuple[str, CleanLabel]],
+    now: datetime,
+    predictions: Mapping[str, Predicted],
 ) -> dict[str, int]:
     """Insert the labels not stored yet; {sample id: label id} of those it inserted. ON CONFLICT DO
     NOTHING RETURNING names exactly the rows this statement created (a concurrent request's row
     waits for it and conflicts), so a label is queued for the detector once, by its creator."""
     if connection.vendor == "postgresql":
-        return _labels_insert_postgres(model, labels, now)
+        return _labels_insert_postgres(model, labels, now, predictions)
     table, fields = GroundTruth._meta.db_table, GroundTruth._meta
     label_field, time_field = fields.get_field("label"), fields.get_field("received_at")
     inserted: dict[str, int] = {}
@@ -316,10 +326,11 @@ def _labels_insert_new(
                     label_field.get_db_prep_save(label.label, connection),
                     time_field.get_db_prep_save(now, connection),
                     time_field.get_db_prep_save(label.labelled_at, connection),
+                    time_field.get_db_prep_save(_predicted_at(predictions, sample_id), connection),
                 ]
-            values = ", ".join(["(%s, %s, %s, %s, %s)"] * len(batch))
+            values = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * len(batch))
             cursor.execute(
-                f"INSERT INTO {table} (model_id, sample_id, label, received_at, labelled_at) VALUES {values} "  # noqa: S608 (our table; values are parameters)
+                f"INSERT INTO {table} (model_id, sample_id, label, received_at, labelled_at, sample_at) VALUES {values} "  # noqa: S608 (our table; values are parameters)
                 "ON CONFLICT (model_id, sample_id) DO NOTHING RETURNING sample_id, id",
                 params,
             )
@@ -328,14 +339,18 @@ def _labels_insert_new(
 
 
 _LABELS_INSERT_POSTGRES = """
-INSERT INTO monitoring_groundtruth (model_id, sample_id, label, received_at, labelled_at)
-SELECT %s, u.s, u.v::jsonb, %s, u.la FROM unnest(%b::text[], %b::text[], %b::timestamptz[]) AS u(s, v, la)
+INSERT INTO monitoring_groundtruth (model_id, sample_id, label, received_at, labelled_at, sample_at)
+SELECT %s, u.s, u.v::jsonb, %s, u.la, u.sa
+FROM unnest(%b::text[], %b::text[], %b::timestamptz[], %b::timestamptz[]) AS u(s, v, la, sa)
 ON CONFLICT (model_id, sample_id) DO NOTHING RETURNING sample_id, id
 """
 
 
 def _labels_insert_postgres(
-    model: RegisteredModel, labels: list[tuple[str, CleanLabel]], now: datetime
+    model: RegisteredModel,
+    labels: list[tuple[str, CleanLabel]],
+    now: datetime,
+    predictions: Mapping[str, Predicted],
 ) -> dict[str, int]:
     """One statement with array parameters, bound by the server: 10,000 labels as 20 statements
     of 500 rows' parameters spent 0.69 s (each statement's text too long for psycopg's cache, so
@@ -346,6 +361,7 @@ def _labels_insert_postgres(
         [sample_id for sample_id, _ in labels],
         [orjson.dumps(label.label).decode() for _, label in labels],
         [label.labelled_at for _, label in labels],
+        [_predicted_at(predictions, sample_id) for sample_id, _ in labels],
     )
     with server_cursor() as cursor:
         cursor.execute(_LABELS_INSERT_POSTGRES, params)

@@ -19,7 +19,7 @@ from monitoring.notify import TransientDeliveryError, notification_deliver, noti
 from monitoring.reports import check_report_render, reports_reap_stuck
 from monitoring.scheduling import checks_dispatch_due, checks_reap_stuck
 from monitoring.store.collect import parts_collect
-from monitoring.store.compaction import parts_compact_due
+from monitoring.store.compaction import labels_meet_predictions, parts_compact_due
 from monitoring.store.retention import payloads_expire
 from monitoring.window import parse_window_spec
 from workers import queues
@@ -45,6 +45,7 @@ def refresh_labels() -> int:
 
 @instrumented_task(queues.PARTS_COMPACT)
 def compact_parts() -> int:
+    labels_meet_predictions()
     return parts_compact_due()
 
 

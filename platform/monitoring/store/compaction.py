@@ -15,9 +15,10 @@ import numpy as np
 import pyarrow as pa
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Exists, OuterRef, Subquery
 from django.utils import timezone
 
-from monitoring.models import PredictionSample, SamplePart
+from monitoring.models import GroundTruth, PredictionSample, SamplePart
 from monitoring.store.parts import hour_of, part_read, part_write
 from monitoring.store.source import window_parts
 from registry.models import RegisteredModel
@@ -41,6 +42,22 @@ def parts_compact_due(*, now: datetime | None = None) -> int:
     return done
 
 
+def labels_meet_predictions() -> int:
+    """Give each label that came before its prediction its prediction's timestamp, now that the
+    prediction is in → labels given one. A window finds a waiting label through the predictions
+    (``source._LABELS_IN_RANGE``); this keeps that path short. Run by the compaction task."""
+    waiting = GroundTruth.objects.filter(sample_at__isnull=True)
+    given = 0
+    for model_id in waiting.values_list("model_id", flat=True).distinct().order_by():
+        predicted = PredictionSample.objects.filter(model_id=model_id, sample_id=OuterRef("sample_id"))
+        given += (
+            waiting.filter(model_id=model_id)
+            .filter(Exists(predicted))
+            .update(sample_at=Subquery(predicted.values("timestamp")[:1]))
+        )
+    return given
+
+
 def part_compact(*, model_id: int, bucket: datetime, now: datetime | None = None) -> int:
     """Merge the hour's live parts into one → 1, or 0 when there was nothing to merge or another
     compactor swapped first."""
@@ -50,10 +67,10 @@ def part_compact(*, model_id: int, bucket: datetime, now: datetime | None = None
     if not found:
         return 0
     tables, old_ids = [], []
-    for pk, name, rows in found:
-        table = part_read(name)
-        tables.append(table if rows is None else table.take(pa.array(rows)))
-        old_ids.append(pk)
+    for part in found:
+        table = part_read(part.name)
+        tables.append(table if part.kept is None else table.take(pa.array(part.kept)))
+        old_ids.append(part.id)
     merged = pa.concat_tables(tables)
     merged = merged.take(np.argsort(merged.column("timestamp").to_numpy(), kind="stable"))
     name, size = part_write(model_id=model_id, bucket=bucket, table=merged)

@@ -112,9 +112,9 @@ def store_counts(*, model: RegisteredModel) -> StoreCounts:
         PredictionSample.objects.filter(model=model, part__isnull=False).values_list("sample_id", flat=True)
     )
     part_ids: list[str] = []
-    for _, name, taken in window_parts(model, None, END_OF_TIME):
-        column = part_read(name, ["sample_id"]).column("sample_id")
-        part_ids += column.to_pylist() if taken is None else column.take(pa.array(taken)).to_pylist()
+    for part in window_parts(model, None, END_OF_TIME):
+        column = part_read(part.name, ["sample_id"]).column("sample_id")
+        part_ids += column.to_pylist() if part.kept is None else column.take(pa.array(part.kept)).to_pylist()
     return StoreCounts(
         indexed=len(index_ids),
         unmoved=PredictionSample.objects.filter(model=model, part__isnull=True).count(),

@@ -2,6 +2,7 @@
 window as the relational store, each sample once, retries idempotent, a failed request's part
 collected, hours pruned, only the columns asked for, embeddings as float32 rows, compaction."""
 
+import importlib
 import io
 from collections.abc import Iterator
 from datetime import timedelta
@@ -20,7 +21,7 @@ from monitoring.samples import WindowBounds, sample_source
 from monitoring.services import labels_ingest, predictions_ingest
 from monitoring.store import source as columnar_source
 from monitoring.store.collect import parts_collect
-from monitoring.store.compaction import parts_compact_due
+from monitoring.store.compaction import labels_meet_predictions, parts_compact_due
 from monitoring.store.source import ColumnarSampleSource, window_parts
 from registry.models import RegisteredModel
 from registry.reference import LABEL, PREDICTION, PROBA_PREFIX
@@ -266,7 +267,7 @@ def test_the_migration_command_refuses_an_unknown_model(columnar: Path) -> None:
 
 
 def test_labels_land_on_their_own_samples_in_masked_and_cut_parts(columnar: Path) -> None:
-    """Labels are placed by (part, row): a part that holds duplicates is read through its mask
+    """Labels are placed by sample id: a part that holds duplicates is read through its mask
     and a part cut by the window's start keeps only some rows, and each label still meets the
     sample it was sent for."""
     model = monitored_model("sea", reference_rows=100)
@@ -337,12 +338,13 @@ def test_labels_come_back_with_their_values_and_known_times_exactly(columnar: Pa
     assert all(np.isnan(label) and pd.isna(at) for s, (label, at) in by_id.items() if s not in stored)
 
 
-def test_a_compaction_between_the_parts_and_the_labels_reads_the_window_again(
-    columnar: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+def test_a_compaction_between_the_parts_and_the_labels_changes_nothing(
+    columnar: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The parts are listed in one statement and the labels read in another: a compaction that
-    commits in between moves the labels' samples to a part the listing does not hold. The
-    window is read again, and comes back as it was before the compaction."""
+    commits in between moves the labels' samples to a part the listing does not hold. Labels
+    are placed by sample id, which no compaction moves: the window comes back as it was, read
+    once."""
     model = monitored_model("sea", reference_rows=100)
     for k in range(3):
         send(model, rows(40, seed=k), start=T0 + timedelta(minutes=k), prefix=f"p{k}-")
@@ -351,17 +353,81 @@ def test_a_compaction_between_the_parts_and_the_labels_reads_the_window_again(
     reads = []
     window_labels = columnar_source.window_labels
 
-    def compacted_first(*args: Any) -> pd.DataFrame:
+    def compacted_first(*args: Any) -> Any:
         if not reads:
             assert parts_compact_due() == 1
         reads.append(args)
         return window_labels(*args)
 
     monkeypatch.setattr(columnar_source, "window_labels", compacted_first)
-    with caplog.at_level("INFO", logger="monitoring.store.source"):
-        after = _sorted(_load(model, T0, T0 + HOUR))
-    assert len(reads) == 2 and "reading again" in caplog.text
+    after = _sorted(_load(model, T0, T0 + HOUR))
+    assert len(reads) == 1 and SamplePart.objects.filter(model=model, retired_at__isnull=True).count() == 1
     pd.testing.assert_frame_equal(after, before)
+
+
+def test_a_label_sent_before_its_prediction_lands_and_is_given_its_time_by_the_compaction_task(
+    columnar: Path,
+) -> None:
+    """A label that comes first has no prediction time yet: a window still finds it, through the
+    predictions, and the compaction task's sweep then gives it its prediction's timestamp (a
+    label whose prediction never came keeps waiting, and no window shows it)."""
+    model = monitored_model("sea", reference_rows=100)
+    data = rows(60, seed=5)
+    labels_ingest(
+        model=model,
+        body={
+            "labels": [{"id": f"w-{i}", "label": data[i]["label"]} for i in range(0, 60, 2)]
+            + [{"id": "never", "label": data[0]["label"]}]
+        },
+    )
+    assert GroundTruth.objects.filter(model=model, sample_at__isnull=True).count() == 31
+    send(model, data, start=T0 + timedelta(minutes=90), prefix="w-", labelled=False)
+    waiting = _sorted(_load(model, T0, T0 + 3 * HOUR))
+    assert waiting[LABEL].notna().sum() == 30
+    assert labels_meet_predictions() == 30
+    stored = {g.sample_id: g.sample_at for g in GroundTruth.objects.filter(model=model)}
+    predicted = dict(PredictionSample.objects.filter(model=model).values_list("sample_id", "timestamp"))
+    assert stored.pop("never") is None and stored == {k: predicted[k] for k in stored}
+    pd.testing.assert_frame_equal(_sorted(_load(model, T0, T0 + 3 * HOUR)), waiting)
+    assert labels_meet_predictions() == 0
+
+
+def test_labels_are_read_in_statements_of_bounded_size_cut_at_hours(
+    columnar: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A window's labels are read in ranges of at most LABEL_STATEMENT_ROWS samples (by the
+    parts' rows per hour), cut at hour boundaries; the window is the same as read in one."""
+    model = monitored_model("sea", reference_rows=100)
+    for k in range(5):
+        send(model, rows(30, seed=k), start=T0 + k * HOUR + timedelta(minutes=1), prefix=f"h{k}-")
+    whole = _sorted(_load(model, T0 + timedelta(minutes=30), T0 + 5 * HOUR))
+    monkeypatch.setattr(columnar_source, "LABEL_STATEMENT_ROWS", 50)
+    parts = window_parts(model, T0 + timedelta(minutes=30), T0 + 5 * HOUR)
+    ranges = columnar_source._label_ranges(parts, T0 + timedelta(minutes=30), T0 + 5 * HOUR)
+    assert ranges == [(T0 + timedelta(minutes=30), T0 + HOUR)] + [
+        (T0 + k * HOUR, T0 + (k + 1) * HOUR) for k in range(1, 5)
+    ]
+    monkeypatch.setattr(columnar_source, "LABEL_STATEMENT_ROWS", 60)
+    assert len(columnar_source._label_ranges(parts, None, T0 + 5 * HOUR)) == 3
+    split = _sorted(_load(model, T0 + timedelta(minutes=30), T0 + 5 * HOUR))
+    assert split[LABEL].notna().sum() == whole[LABEL].notna().sum() > 0
+    pd.testing.assert_frame_equal(split, whole)
+
+
+def test_the_migration_gives_stored_labels_their_predictions_time(columnar: Path) -> None:
+    """Migration 0024's backfill, run again on labels stored without a time: each label whose
+    prediction is in takes its timestamp; one without stays waiting."""
+    migration = importlib.import_module("monitoring.migrations.0024_label_sample_at")
+    model = monitored_model("sea", reference_rows=100)
+    send(model, rows(20, seed=1), start=T0, prefix="m-")
+    labels_ingest(model=model, body={"labels": [{"id": "orphan", "label": 1}]})
+    GroundTruth.objects.filter(model=model).update(sample_at=None)
+    with connection.cursor() as cursor:
+        cursor.execute(migration.BACKFILL)
+    predicted = dict(PredictionSample.objects.filter(model=model).values_list("sample_id", "timestamp"))
+    stored = dict(GroundTruth.objects.filter(model=model).values_list("sample_id", "sample_at"))
+    assert stored.pop("orphan") is None and len(stored) > 0
+    assert stored == {k: predicted[k] for k in stored}
 
 
 @pytest.mark.parametrize("name", ["categorical", "text"])
