@@ -53,13 +53,31 @@ def column_distribution(summary: Any, series: pd.Series, column_type: ColumnType
     return feature_type(column_type).distribution(summary, series)
 
 
-def edges_for(reference: np.ndarray, current: np.ndarray) -> np.ndarray:
-    """BINS equal bins over the 1st..99th percentile of both sides together."""
-    low = min(np.quantile(reference, EDGE_QUANTILE), np.quantile(current, EDGE_QUANTILE))
-    high = max(np.quantile(reference, 1 - EDGE_QUANTILE), np.quantile(current, 1 - EDGE_QUANTILE))
+def edges_for(reference: np.ndarray, current: np.ndarray, *, presorted: bool = False) -> np.ndarray:
+    """BINS equal bins over the 1st..99th percentile of both sides together (``presorted``: both
+    are sorted, finite: their percentiles are read off, not found by numpy's partition)."""
+    quantile: Any = sorted_quantile if presorted else np.quantile
+    low = min(quantile(reference, EDGE_QUANTILE), quantile(current, EDGE_QUANTILE))
+    high = max(quantile(reference, 1 - EDGE_QUANTILE), quantile(current, 1 - EDGE_QUANTILE))
     if not high > low:  # a constant column: one unit around it
         low, high = low - 0.5, low + 0.5
     return np.linspace(float(low), float(high), BINS + 1)
+
+
+def sorted_quantile(values: np.ndarray, q: float) -> float:
+    """``np.quantile(values, q)`` (method "linear") of sorted finite values, bit for bit: the same
+    two neighbours and numpy's interpolation, without its partition (a copy of the column and a
+    pass over it: 80 of them were 0.1 s of a 1M-row check)."""
+    if not 0 <= q <= 1 or values.size == 0:
+        return float(np.quantile(values, q))  # numpy's own error
+    virtual = (values.size - 1) * np.float64(q)
+    if virtual >= values.size - 1:
+        return float(values[-1])
+    below = int(np.floor(virtual))
+    a, b = values[below], values[below + 1]
+    t = virtual - np.float64(below)
+    diff = b - a
+    return float(b - diff * (1 - t) if t >= 0.5 else a + diff * t)
 
 
 def histogram(values: np.ndarray, edges: np.ndarray) -> np.ndarray:

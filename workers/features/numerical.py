@@ -132,7 +132,7 @@ class Numerical(FeatureKind[NumericalSummary]):
         reference, current = summary.sorted_values, sorted_finite(values)
         if reference.size == 0 or current.size == 0:
             return None
-        edges = edges_for(reference, current)
+        edges = edges_for(reference, current, presorted=True)
         ref_counts = sorted_histogram(reference, edges)
         cur_counts = sorted_histogram(current, edges)
         return {

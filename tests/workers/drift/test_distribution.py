@@ -7,7 +7,15 @@ import pandas as pd
 import pytest
 from scipy.stats.contingency import association
 
-from workers.drift.distribution import BINS, OTHER, TOP_CATEGORIES, column_distribution, cramers_v, psi
+from workers.drift.distribution import (
+    BINS,
+    OTHER,
+    TOP_CATEGORIES,
+    column_distribution,
+    cramers_v,
+    psi,
+    sorted_quantile,
+)
 from workers.drift.engine import column_drift
 from workers.drift.summary import CategoricalSummary, category_counts, summarize_numerical
 
@@ -77,3 +85,32 @@ def test_an_empty_side_has_no_distribution() -> None:
     summary = summarize_numerical(pd.Series([1.0, 2.0]))
     assert column_distribution(summary, pd.Series([np.nan, np.inf]), "numerical") is None
     assert column_distribution(CategoricalSummary({"a": 3}), pd.Series([None]), "categorical") is None
+
+
+def test_a_sorted_columns_quantile_is_numpys_bit_for_bit() -> None:
+    """The drill-down's edges read a sorted column's percentiles off it: the same float as
+    np.quantile's partition and interpolation, at every size (1 and 2 values, ties, large
+    magnitudes) and every q, the edge ones and those landing exactly on a value included."""
+    rng = np.random.default_rng(11)
+    sizes = [1, 2, 3, 7, 100, 101, 1000, 12_345]
+    for size in sizes:
+        for scale in (1.0, 1e-300, 1e300):
+            values = np.sort(np.round(rng.standard_cauchy(size), int(rng.integers(0, 4))) * scale)
+            qs = [
+                0.0,
+                0.01,
+                0.5,
+                0.99,
+                1.0,
+                *rng.random(20),
+                *(k / max(size - 1, 1) for k in range(min(size, 5))),
+            ]
+            for q in qs:
+                want, got = np.quantile(values, q), sorted_quantile(values, q)
+                assert got == want or (np.isnan(got) and np.isnan(want)), (size, scale, q, got, want)
+    # Halfway between two values numpy interpolates from the upper one: both ways differ in the last bit.
+    for a, b in np.sort(rng.standard_normal((2000, 2)) * 10.0 ** rng.integers(-5, 6, (2000, 1)), axis=1):
+        pair = np.array([a, b])
+        assert sorted_quantile(pair, 0.5) == np.quantile(pair, 0.5), (a, b)
+    with pytest.raises(ValueError):
+        sorted_quantile(np.array([1.0, 2.0]), 1.5)
