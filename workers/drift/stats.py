@@ -111,32 +111,35 @@ def wasserstein_norm(
     return wasserstein_sorted(reference_sorted, current_sorted) / max(reference_std, 0.001)
 
 
-# Quantile steps of the larger sample per block: the block's index arrays stay a few MB.
-W1_BLOCK = 1 << 20
+# Steps of the smaller sample per block: the block's repeated values stay a few MB.
+W1_BLOCK = 1 << 16
 
 
 def wasserstein_sorted(a: np.ndarray, b: np.ndarray) -> float:
     """W1 between the empirical distributions of two sorted samples: the integral over u of
     |F_a⁻¹(u) - F_b⁻¹(u)|, equal to the integral of |F_a - F_b| over x that scipy's
     ``wasserstein_distance`` (and so evidently) computes. With b the larger sample (m ≥ n
-    values), b's quantile step [l/m, (l+1)/m) meets at most two of a's steps [i/n, (i+1)/n):
-    in units of 1/(n·m) it runs from l·n to l·n + n and a's step i ends at (i+1)·m, so each
-    step of b weighs |a[i] - b[l]| and |a[i+1] - b[l]| by integers. No merge of the two samples
-    (a searchsorted of the window into the reference, then a pass over both): a 1M-row window
-    against a 100,000-row reference took 41 ms, this takes about 15."""
+    values), in units of 1/(n·m) b's quantile step l runs from l·n to l·n + n and a's step i
+    from i·m to i·m + m: each step of b lies in one step of a, but for the one that an a
+    boundary k·m cuts (n ≤ m: at most one boundary a step). So W1·n·m is n·Σ |a[i(l)] - b[l]|
+    (a repeated over the b steps that start in its step: one pass over b) plus, for each cut
+    step, its part past the boundary moved from a[k-1] to a[k]. A 1M-row window against a
+    100,000-row reference: 41 ms merging the two, 15 ms by b's steps, about 7 by a's."""
     if len(a) > len(b):
         a, b = b, a
     n, m = len(a), len(b)
+    starts = -((-np.arange(n + 1, dtype="int64") * m) // n)  # first b step starting in a's step i
     total = 0.0
-    for first in range(0, m, W1_BLOCK):
-        steps = np.arange(first, min(first + W1_BLOCK, m), dtype="int64")
-        start = steps * n
-        end = start + n
-        i = start // m
-        cut = np.minimum((i + 1) * m, end)  # where a's step i ends inside b's step, or b's end
-        values = b[first : first + len(steps)]
-        total += float(np.dot((cut - start).astype("float64"), np.abs(a[i] - values)))
-        total += float(np.dot((end - cut).astype("float64"), np.abs(a[np.minimum(i + 1, n - 1)] - values)))
+    for first in range(0, n, W1_BLOCK):
+        last = min(first + W1_BLOCK, n)
+        values = np.repeat(a[first:last], np.diff(starts[first : last + 1]))
+        np.subtract(values, b[starts[first] : starts[last]], out=values)
+        total += float(np.abs(values, out=values).sum()) * n
+    bounds = np.arange(1, n, dtype="int64") * m  # a's inner boundaries k·m, k = 1..n-1
+    step, into = np.divmod(bounds, n)
+    cut = into > 0  # the boundary falls inside b's step, not on its start
+    k, step, past = np.flatnonzero(cut) + 1, step[cut], (n - into[cut]).astype("float64")
+    total += float(np.dot(past, np.abs(a[k] - b[step]) - np.abs(a[k - 1] - b[step])))
     return total / n / m
 
 

@@ -81,7 +81,7 @@ def test_the_quantile_form_wasserstein_equals_scipys_on_ties_either_size_and_blo
 ) -> None:
     """W1 from the two sorted samples' quantile steps (no merge) is scipy's CDF integral, to
     rounding: samples of 1 value, equal sizes, either one larger, rounded so values tie, and
-    blocks that cut the larger sample anywhere."""
+    blocks that cut the smaller sample anywhere."""
     from scipy.stats import wasserstein_distance
 
     monkeypatch.setattr(stats, "W1_BLOCK", block)
@@ -95,6 +95,10 @@ def test_the_quantile_form_wasserstein_equals_scipys_on_ties_either_size_and_blo
         want = wasserstein_distance(a, b)
         assert stats.wasserstein_sorted(a, b) == pytest.approx(want, rel=1e-12, abs=1e-15)
         assert stats.wasserstein_sorted(b, a) == pytest.approx(want, rel=1e-12, abs=1e-15)
+    for n, m in [(1, 50_000), (999, 100_000), (99_999, 100_000), (70_000, 70_000), (4096, 65_536)]:
+        a = np.sort(np.round(rng.standard_t(3, size=n), 2))
+        b = np.sort(rng.standard_t(3, size=m) + 0.05)
+        assert stats.wasserstein_sorted(a, b) == pytest.approx(wasserstein_distance(a, b), rel=1e-11)
 
 
 def test_a_categorical_column_is_counted_once_per_check_for_drift_and_drill_down(
