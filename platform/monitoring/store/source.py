@@ -11,8 +11,9 @@ Index rows without a part (samples ingested while the relational store was on) a
 here: the migration command (to come) moves them.
 """
 
+import logging
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -20,13 +21,16 @@ import orjson
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-from django.db import connection
+from django.db import connection, transaction
 
+from monitoring.pg import server_cursor
 from monitoring.samples import SampleColumns, WindowBounds, register_sample_source
 from monitoring.store.parts import FEATURE, PROBA, hour_of, part_read
 from monitoring.window import Kinds, _db_time, _feature_kinds
 from registry.models import RegisteredModel
 from registry.reference import LABEL, PREDICTION, PROBA_PREFIX
+
+logger = logging.getLogger(__name__)
 
 _PARTS_SQL = """
 WITH p AS (
@@ -153,9 +157,6 @@ FROM ({labels}) w
 _CLASS_CODE = "int4send(COALESCE(array_position(%s::text[], w.label #>> '{}'), 0) - 1)"
 _NUMBER = "float8send(CASE WHEN jsonb_typeof(w.label) = 'number' THEN (w.label)::float8 ELSE 'NaN' END)"
 _EPOCH_2000_US = 946_684_800_000_000  # 2000-01-01 in microseconds since 1970-01-01
-# One statement reads the labels of at most this many samples of the window (by its parts' row
-# counts per hour): a bytea value is capped at 1 GB, and 200-character ids take 216 bytes a label.
-LABEL_STATEMENT_ROWS = 2_000_000
 
 
 def _labels_sql(model: RegisteredModel, start: datetime | None, end: datetime, params: list[Any]) -> str:
@@ -171,35 +172,41 @@ def _labels_sql(model: RegisteredModel, start: datetime | None, end: datetime, p
     return _LABELS_IN_RANGE.format(since_label=since_label, since_sample=since_sample)
 
 
-def _label_ranges(
-    parts: Sequence[ListedPart], start: datetime | None, end: datetime
-) -> list[tuple[datetime | None, datetime]]:
-    """The window cut at hour boundaries into ranges of at most LABEL_STATEMENT_ROWS samples each
-    (an hour over it is one range)."""
-    per_hour: dict[datetime, int] = {}
-    for part in parts:
-        per_hour[part.bucket] = per_hour.get(part.bucket, 0) + part.rows
-    cuts: list[datetime] = []
-    total = 0
-    for hour in sorted(per_hour):
-        if total and total + per_hour[hour] > LABEL_STATEMENT_ROWS:
-            cuts.append(hour)
-            total = 0
-        total += per_hour[hour]
-    bounds: list[datetime | None] = [start, *cuts, end]
-    return [(lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:], strict=True) if hi is not None]
-
-
 def window_labels(
     model: RegisteredModel, start: datetime | None, end: datetime, parts: Sequence[ListedPart] = ()
 ) -> WindowLabels:
     """The labels of the samples timed in [start, end), their prediction's or not in yet."""
-    found = [_labels_read(model, lo, hi) for lo, hi in _label_ranges(parts, start, end)]
+    found = _labels_in_halves(model, start, end, parts)
     return WindowLabels(
         pa.concat_arrays([f.sample_id for f in found]),
         np.concatenate([f.label for f in found]),
         np.concatenate([f.received for f in found]),
     )
+
+
+def _labels_in_halves(
+    model: RegisteredModel, start: datetime | None, end: datetime, parts: Sequence[ListedPart]
+) -> list[WindowLabels]:
+    """One statement for the window; where it fails on PostgreSQL's cap of a value (1 GB: the
+    ids' bytea of millions of labels with long ids), each half of the window is read apart."""
+    if connection.vendor != "postgresql":
+        return [_labels_read(model, start, end)]
+    import psycopg
+
+    try:
+        with transaction.atomic():  # a savepoint: only this statement is undone
+            return [_labels_read(model, start, end)]
+    except psycopg.errors.ProgramLimitExceeded:
+        lower = start or min((part.bucket for part in parts), default=None)
+        if lower is None or end - lower < SPLIT_FINEST:
+            raise
+        middle = lower + (end - lower) / 2
+        logger.info("model %s: the window's labels are over one value's cap; reading each half", model.pk)
+        # From the first part's hour when the window has no start: no part holds an earlier sample.
+        return _labels_in_halves(model, lower, middle, parts) + _labels_in_halves(model, middle, end, parts)
+
+
+SPLIT_FINEST = timedelta(seconds=1)
 
 
 def _labels_read(model: RegisteredModel, start: datetime | None, end: datetime) -> WindowLabels:
@@ -210,8 +217,8 @@ def _labels_read(model: RegisteredModel, start: datetime | None, end: datetime) 
             label = _CLASS_CODE
             params.append([str(c) for c in model.classes])
         sql = _LABELS_POSTGRES.format(label=label, labels=_labels_sql(model, start, end, params))
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
+        with server_cursor() as cursor:  # binary results: the bytea as is, not as hex text
+            cursor.execute(sql, params, binary=True)
             raw, ids = cursor.fetchone() or (None, None)
         kind = ">i4" if model.is_classification else ">f8"
         rows = np.frombuffer(raw or b"", [("length", ">i4"), ("label", kind), ("received", ">i8")])
