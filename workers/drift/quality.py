@@ -93,7 +93,15 @@ def wilson_interval(successes: int, n: int, z: float = Z_95) -> list[float | Non
 
 
 def _codes(values: Any, classes: Sequence[Any], what: str) -> np.ndarray:
-    codes = pd.Categorical(np.asarray(values, dtype=object), categories=list(classes)).codes.astype(np.int64)
+    array = np.asarray(values)
+    if array.dtype.kind == "i" and all(type(c) is int for c in classes):
+        # Integer classes held as int64 (the columnar source's): matched as numbers, as the
+        # objects would be, without a Python int per row (5M rows: 0.28 s each side).
+        codes = pd.Categorical(array, categories=list(classes)).codes.astype(np.int64)
+    else:
+        codes = pd.Categorical(np.asarray(values, dtype=object), categories=list(classes)).codes.astype(
+            np.int64
+        )
     unknown = codes < 0
     if unknown.any():
         examples = pd.unique(np.asarray(values, dtype=object)[unknown])[:5].tolist()
@@ -142,7 +150,8 @@ def average_ranks(values: np.ndarray) -> np.ndarray:
     """1-based ranks, ties given their mean rank: scipy's ``rankdata`` (method "average"),
     value for value (every rank is an integer or a half, exact in float64), without importing
     scipy.stats, which cost the first check of a process 0.6–1.1 s for this one call."""
-    order = np.argsort(values, kind="stable")
+    # Ties all take their run's mean rank, whatever their order in it: no stable sort needed.
+    order = np.argsort(values)
     ordered = values[order]
     # the start of each run of equal values, then each value's run (dense rank - 1)
     starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])

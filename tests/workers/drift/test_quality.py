@@ -144,3 +144,16 @@ def test_average_ranks_are_scipys_rankdata_value_for_value(values: object) -> No
         values = rng.normal(size=5000)
     array = np.asarray(values, dtype="float64")
     assert np.array_equal(average_ranks(array), rankdata(array))
+
+
+@pytest.mark.parametrize("classes", [[0, 1, 2], [2, 0, 1], [0, 1, 2.0], [True, False]])
+def test_integer_labels_score_the_same_as_the_same_labels_as_objects(classes: list[object]) -> None:
+    """Labels held as int64 (the columnar source's) are coded as numbers without an object per
+    row; the metrics equal those of the same labels as Python objects, and a value outside the
+    classes is refused the same way."""
+    rng = np.random.default_rng(5)
+    y_true, y_pred = rng.integers(0, 2, 3000), rng.integers(0, 2, 3000)
+    as_objects = classification_metrics(y_true.astype(object), y_pred.astype(object), classes=classes)
+    assert classification_metrics(y_true, y_pred, classes=classes) == as_objects
+    with pytest.raises(ValueError, match="outside classes"):
+        classification_metrics(np.r_[y_true, 7], np.r_[y_pred, 0], classes=classes)
