@@ -4,8 +4,9 @@ One SQL statement lists the window's live parts (pruned by hour) together with t
 parts that hold duplicates, so the list and its masks come from one snapshot (a compaction's
 swap is one transaction: a window sees the old parts or the new one, never both or neither).
 Each part is read with only the columns asked for and cut to the time range; the labels come
-from GroundTruth by their predictions' timestamps and are placed by sample id. Embeddings come back as row views of one
-(n, dim) float32 matrix, numbers as float64 arrays, text as object arrays.
+from GroundTruth by their predictions' timestamps and are placed by sample id. Embeddings come
+back as row views of one (n, dim) float32 matrix, numbers as float64 arrays, text as object
+arrays.
 
 Index rows without a part (samples ingested while the relational store was on) are not read
 here: the migration command (to come) moves them.
@@ -37,7 +38,7 @@ WITH p AS (
     SELECT id, name, rows, indexed, bucket FROM monitoring_samplepart
     WHERE model_id = %s AND retired_at IS NULL AND bucket < %s {since}
 )
-SELECT p.id, p.name, p.rows, p.bucket FROM p
+SELECT p.id, p.name, NULL, p.bucket FROM p
 UNION ALL
 SELECT s.part_id, NULL, s.part_row, NULL FROM monitoring_predictionsample s JOIN p ON s.part_id = p.id
 WHERE p.indexed < p.rows
@@ -46,13 +47,12 @@ WHERE p.indexed < p.rows
 
 class ListedPart(NamedTuple):
     """A live part of a window: its file, the rows to read (None: all; a part holding duplicates
-    reads only its indexed rows), its hour and how many rows it has."""
+    reads only its indexed rows) and its hour."""
 
     id: int
     name: str
     kept: np.ndarray | None
     bucket: datetime
-    rows: int
 
 
 def window_parts(model: RegisteredModel, start: datetime | None, end: datetime) -> list[ListedPart]:
@@ -65,7 +65,7 @@ def window_parts(model: RegisteredModel, start: datetime | None, end: datetime) 
     with connection.cursor() as cursor:
         cursor.execute(_PARTS_SQL.format(since=since), params)
         found = cursor.fetchall()
-    parts = {pk: (name, rows, bucket) for pk, name, rows, bucket in found if name is not None}
+    parts = {pk: (name, bucket) for pk, name, _, bucket in found if name is not None}
     masks: dict[int, list[int]] = {}
     for pk, name, row, _ in found:
         if name is None:
@@ -76,9 +76,8 @@ def window_parts(model: RegisteredModel, start: datetime | None, end: datetime) 
             name,
             np.sort(np.asarray(masks[pk], dtype="int64")) if pk in masks else None,
             _aware(bucket),
-            rows,
         )
-        for pk, (name, rows, bucket) in sorted(parts.items())
+        for pk, (name, bucket) in sorted(parts.items())
     ]
 
 
@@ -184,6 +183,9 @@ def window_labels(
     )
 
 
+SPLIT_FINEST = timedelta(seconds=1)  # the narrowest range read in halves again
+
+
 def _labels_in_halves(
     model: RegisteredModel, start: datetime | None, end: datetime, parts: Sequence[ListedPart]
 ) -> list[WindowLabels]:
@@ -204,9 +206,6 @@ def _labels_in_halves(
         logger.info("model %s: the window's labels are over one value's cap; reading each half", model.pk)
         # From the first part's hour when the window has no start: no part holds an earlier sample.
         return _labels_in_halves(model, lower, middle, parts) + _labels_in_halves(model, middle, end, parts)
-
-
-SPLIT_FINEST = timedelta(seconds=1)
 
 
 def _labels_read(model: RegisteredModel, start: datetime | None, end: datetime) -> WindowLabels:
