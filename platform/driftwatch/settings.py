@@ -298,11 +298,12 @@ DRIFTWATCH_CHECK_STALE_SECONDS = env_int("DRIFTWATCH_CHECK_STALE_SECONDS", 15 * 
 # A check asked for through the API over a window of more samples than this runs on a worker
 # (202, the check to poll) instead of in the web request, which would outrun the web timeout.
 DRIFTWATCH_SYNC_CHECK_SAMPLES = env_int("DRIFTWATCH_SYNC_CHECK_SAMPLES", 50_000, low=0)
-# Where checks read a window's samples from: a name in monitoring.samples' registry ("relational":
-# the PredictionSample/GroundTruth tables; "columnar": Arrow parts in the default storage under
-# samples/, with PredictionSample as their narrow index, and predictions are then written there
-# too). An unknown name fails the first load, naming the known.
-DRIFTWATCH_SAMPLE_SOURCE = env_str("DRIFTWATCH_SAMPLE_SOURCE", "relational")
+# Where checks read a window's samples from: a name in monitoring.samples' registry ("columnar":
+# Arrow parts in the default storage under samples/, with PredictionSample as their narrow index,
+# and predictions are then written there too; "relational": the JSON rows of PredictionSample, the
+# store before the columnar one; `samples_to_columnar` moves an upgraded install's rows out). An unknown name fails the first
+# load, naming the known.
+DRIFTWATCH_SAMPLE_SOURCE = env_str("DRIFTWATCH_SAMPLE_SOURCE", "columnar")
 # The columnar store: a part file no committed part row names (its request failed) and a retired
 # part (replaced by compaction; a check may still be reading it) are deleted after this long.
 DRIFTWATCH_PART_GRACE_SECONDS = env_int("DRIFTWATCH_PART_GRACE_SECONDS", 3600, low=1)

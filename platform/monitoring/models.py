@@ -61,7 +61,13 @@ class PredictionSample(models.Model):
             # Idempotency: a client retry of the same sample id is stored once.
             models.UniqueConstraint(fields=["model", "sample_id"], name="unique_sample_per_model"),
         ]
-        indexes = [models.Index(fields=["model", "timestamp"], name="sample_model_time")]
+        indexes = [
+            models.Index(fields=["model", "timestamp"], name="sample_model_time"),
+            # The columnar store's rows still to move (a check refuses a window holding any).
+            models.Index(
+                fields=["model", "timestamp"], condition=models.Q(part__isnull=True), name="sample_unmoved"
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.model_id}:{self.sample_id}"

@@ -8,8 +8,9 @@ from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
 from core.services import api_token_create
+from monitoring.samples import WindowBounds, sample_source
 from registry.models import RegisteredModel
-from tests.clock import at, iso
+from tests.clock import FUTURE, at, iso
 
 
 @pytest.fixture(autouse=True)
@@ -91,3 +92,25 @@ def celery_worker(transactional_db: None) -> Iterator[object]:
         shutdown_timeout=30,
     ) as worker:
         yield worker
+
+
+def stored_window(model: RegisteredModel) -> dict[str, Any]:
+    """Every stored sample of ``model`` as the configured store hands them to a check (columns)."""
+    return sample_source().load(model=model, window=WindowBounds(None, FUTURE)).arrays
+
+
+def stored_features(model: RegisteredModel) -> dict[str, dict[str, Any]]:
+    """Each stored sample's feature values (sample id -> name -> value) as the configured store
+    gives them back to a check: numbers as floats, a missing value as None."""
+    arrays = stored_window(model)
+    names = [f["name"] for f in model.features]
+    return {
+        str(sample_id): {name: _plain(arrays[name][row]) for name in names}
+        for row, sample_id in enumerate(arrays["sample_id"])
+    }
+
+
+def _plain(value: Any) -> Any:
+    if value is None or (isinstance(value, float) and value != value):
+        return None
+    return value.item() if hasattr(value, "item") else value

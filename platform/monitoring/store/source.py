@@ -8,8 +8,9 @@ from GroundTruth by their predictions' timestamps and are placed by sample id. E
 back as row views of one (n, dim) float32 matrix, numbers as float64 arrays, text as object
 arrays.
 
-Index rows without a part (samples ingested while the relational store was on) are not read
-here: the migration command (to come) moves them.
+Index rows without a part (samples stored while the relational store was on) are not read
+here: a window that holds any is refused (``UnmovedSamples``) until ``samples_to_columnar``
+moves them, rather than checked on part of its samples.
 """
 
 import logging
@@ -24,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from django.db import connection, transaction
 
+from monitoring.models import PredictionSample
 from monitoring.pg import server_cursor
 from monitoring.samples import SampleColumns, WindowBounds, register_sample_source
 from monitoring.store.parts import FEATURE, PROBA, hour_of, part_read
@@ -43,6 +45,25 @@ UNION ALL
 SELECT s.part_id, NULL, s.part_row, NULL FROM monitoring_predictionsample s JOIN p ON s.part_id = p.id
 WHERE p.indexed < p.rows
 """
+
+
+class UnmovedSamples(Exception):
+    """The window holds samples still in the relational store (no part): a check on the rest
+    would be a check on part of the window."""
+
+
+def unmoved_refuse(model: RegisteredModel, start: datetime | None, end: datetime) -> None:
+    """Raise ``UnmovedSamples`` when the window holds an index row without a part (the partial
+    index ``sample_unmoved`` answers this without touching the moved rows)."""
+    found = PredictionSample.objects.filter(model=model, part__isnull=True, timestamp__lt=end)
+    if start is not None:
+        found = found.filter(timestamp__gte=start)
+    if found.exists():
+        raise UnmovedSamples(
+            f"model {model.name!r} has samples in this window still in the relational store: "
+            "run `python manage.py samples_to_columnar` to move them into parts "
+            "(or set DRIFTWATCH_SAMPLE_SOURCE=relational to keep reading them there)"
+        )
 
 
 class ListedPart(NamedTuple):
@@ -360,6 +381,7 @@ class ColumnarSampleSource:
     ) -> SampleColumns:
         kinds = _feature_kinds(model, columns)
         start = _last_n_start(model, window) if window.last_n is not None else window.start
+        unmoved_refuse(model, start, window.end)  # the last_n newest: any unmoved row among them
         wanted = ["sample_id", "timestamp", "version_id", "prediction"]
         wanted += [PROBA + str(c) for c in model.classes] + [FEATURE + n for n in kinds]
         table, at, which, labels = _snapshot(model, wanted, start, window.end)

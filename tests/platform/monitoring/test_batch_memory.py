@@ -11,7 +11,8 @@ from django.test import override_settings
 
 from core.batch import CHUNK_ROWS
 from monitoring.models import GroundTruth, PredictionSample
-from tests.platform.conftest import make_model
+from registry.models import RegisteredModel
+from tests.platform.conftest import make_model, stored_features
 
 pytestmark = pytest.mark.django_db
 
@@ -121,4 +122,4 @@ def test_an_id_repeated_in_a_later_chunk_is_a_duplicate_and_its_first_row_is_kep
     )
     response = ingest.post("/api/v1/models/churn/predictions", body, content_type="application/json")
     assert response.json() == {"accepted": 2 * CHUNK_ROWS - 1, "duplicates": 1}
-    assert PredictionSample.objects.get(sample_id="s3").features["age"] == 3
+    assert stored_features(RegisteredModel.objects.get(name="churn"))["s3"]["age"] == 3

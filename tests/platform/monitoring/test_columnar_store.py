@@ -16,13 +16,15 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import DataError, connection, models, transaction
 
-from monitoring.models import GroundTruth, PredictionSample, SamplePart
+from monitoring.checks import quality_check_run
+from monitoring.models import CheckState, GroundTruth, PredictionSample, QualityCheck, SamplePart
 from monitoring.samples import WindowBounds, sample_source
 from monitoring.services import labels_ingest, predictions_ingest
 from monitoring.store import source as columnar_source
 from monitoring.store.collect import parts_collect
 from monitoring.store.compaction import labels_meet_predictions, parts_compact_due
-from monitoring.store.source import ColumnarSampleSource, window_parts
+from monitoring.store.source import ColumnarSampleSource, UnmovedSamples, window_parts
+from monitoring.window import range_window
 from registry.models import RegisteredModel
 from registry.reference import LABEL, PREDICTION, PROBA_PREFIX
 from registry.services import model_register
@@ -259,6 +261,34 @@ def test_the_migration_command_moves_json_rows_into_parts_verified_and_resumable
     out = io.StringIO()
     call_command("samples_to_columnar", stdout=out)  # a second run has nothing left to move
     assert "sea: moved 0; index 250" in out.getvalue()
+
+
+def test_an_upgraded_install_refuses_a_window_holding_unmoved_samples_until_they_are_moved(
+    columnar: Path, settings: Any
+) -> None:
+    """Samples stored while the relational store was the default have no part: a columnar check
+    over a window holding any fails naming the command (never a check on part of the window);
+    windows without any run, and after the command the same window runs on every sample."""
+    settings.DRIFTWATCH_SAMPLE_SOURCE = "relational"
+    model = monitored_model("sea", reference_rows=100)
+    send(model, rows(120, seed=2), start=T0, prefix="old", step=timedelta(seconds=20))
+    settings.DRIFTWATCH_SAMPLE_SOURCE = "columnar"
+    send(model, rows(90, seed=3), start=T0 + 2 * HOUR, prefix="new", step=timedelta(seconds=20))
+    both, new_only = range_window(T0, T0 + 3 * HOUR), range_window(T0 + 2 * HOUR, T0 + 3 * HOUR)
+    with pytest.raises(UnmovedSamples, match="samples_to_columnar"):
+        quality_check_run(model_id=model.pk, window=both)
+    failed = QualityCheck.objects.get(model=model, window_spec=both.spec)
+    assert failed.state == CheckState.FAILED and "samples_to_columnar" in failed.error
+    assert (
+        QualityCheck.objects.get(pk=quality_check_run(model_id=model.pk, window=new_only).pk).n_samples == 90
+    )
+    assert len(_load(model, None, T0 + 3 * HOUR, last_n=50)["sample_id"]) == 50  # all moved
+    with pytest.raises(UnmovedSamples):  # the newest 150 reach back into the unmoved hour
+        _load(model, None, T0 + 3 * HOUR, last_n=150)
+    call_command("samples_to_columnar", stdout=io.StringIO())
+    assert len(_load(model, None, T0 + 3 * HOUR, last_n=150)["sample_id"]) == 150
+    QualityCheck.objects.filter(pk=failed.pk).delete()
+    assert QualityCheck.objects.get(pk=quality_check_run(model_id=model.pk, window=both).pk).n_samples == 210
 
 
 def test_the_migration_command_refuses_an_unknown_model(columnar: Path) -> None:

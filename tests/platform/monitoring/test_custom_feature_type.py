@@ -19,6 +19,7 @@ from monitoring.models import CheckDistribution, MonitoringPolicy, PredictionSam
 from monitoring.reference import reference_state
 from monitoring.window import window_load
 from registry.models import RegisteredModel
+from tests.platform.conftest import stored_features
 from workers.drift.distribution import DistributionDict, fractions, psi
 from workers.drift.stats import StatTest, ks_pvalue
 from workers.drift.summary import NumericalSummary, ReferenceSummary, finite_values, summarize_numerical
@@ -190,9 +191,9 @@ def test_values_of_the_new_type_are_cleaned_at_ingest_and_stored(api: APIClient)
     sample["features"]["share"] = 42
     response = api.post(f"/api/v1/models/{NAME}/predictions", {"samples": [sample]}, format="json")
     assert response.json() == {"accepted": 1, "duplicates": 0}
-    stored = PredictionSample.objects.get(sample_id="s0")
-    assert stored.features["share"] == 42.0 and isinstance(stored.features["share"], float)
     model = RegisteredModel.objects.get(name=NAME)
+    stored = stored_features(model)["s0"]["share"]
+    assert stored == 42.0 and isinstance(stored, float)
     loaded = window_load(model=model, start=None, end=_hour() + timedelta(hours=1)).frame
     assert loaded["share"].dtype == "float64" and loaded["share"].tolist() == [42.0]
 

@@ -24,6 +24,11 @@ HOUR = timedelta(hours=1)
 DIM = 8
 
 
+@pytest.fixture(autouse=True)
+def relational_store(settings: Any) -> None:
+    settings.DRIFTWATCH_SAMPLE_SOURCE = "relational"
+
+
 def _model() -> RegisteredModel:
     return model_register(
         data={

@@ -21,6 +21,7 @@ from monitoring.window import range_window
 from registry.models import RegisteredModel
 from registry.reference import LABEL, PREDICTION
 from tests.clock import NOW, T0, at
+from tests.platform.conftest import stored_features
 from tests.platform.monitoring.factories import monitored_model, rows, send
 
 pytestmark = pytest.mark.django_db
@@ -35,6 +36,11 @@ def columnar(settings: Any, tmp_path: Path) -> Iterator[Path]:
     yield tmp_path
 
 
+@pytest.fixture
+def relational(settings: Any) -> None:
+    settings.DRIFTWATCH_SAMPLE_SOURCE = "relational"
+
+
 def _model(days: int | None) -> RegisteredModel:
     model = monitored_model("sea", reference_rows=300, payload_retention_days=days)
     send(model, rows(250, seed=2), start=OLD, prefix="old")
@@ -42,7 +48,7 @@ def _model(days: int | None) -> RegisteredModel:
     return model
 
 
-def test_relational_features_past_retention_are_blanked_and_the_rest_kept() -> None:
+def test_relational_features_past_retention_are_blanked_and_the_rest_kept(relational: None) -> None:
     model = _model(2)
     assert payloads_expire() == 250
     old = PredictionSample.objects.filter(model=model, sample_id__startswith="old")
@@ -54,11 +60,17 @@ def test_relational_features_past_retention_are_blanked_and_the_rest_kept() -> N
     assert payloads_expire() == 0  # nothing left to drop
 
 
+@pytest.mark.parametrize("store", ["relational", "columnar"])
 @pytest.mark.parametrize("days", [None, 0])
-def test_no_retention_keeps_every_payload(days: int | None) -> None:
+def test_no_retention_keeps_every_payload(
+    days: int | None, store: str, settings: Any, tmp_path: Path
+) -> None:
+    settings.MEDIA_ROOT, settings.DRIFTWATCH_SAMPLE_SOURCE = str(tmp_path), store
     model = _model(days)
     assert payloads_expire() == 0
-    assert not PredictionSample.objects.filter(model=model, features={}).exists()
+    stored = stored_features(model)
+    assert len(stored) == 500 and all(None not in values.values() for values in stored.values())
+    assert not SamplePart.objects.filter(payload_dropped=True).exists()
 
 
 def test_columnar_parts_past_retention_lose_their_features_and_old_files_are_collected(
