@@ -24,7 +24,7 @@ from monitoring.models import (
     QualityCheck,
     SequentialDetector,
 )
-from monitoring.sequential import _take_unfed, detector_feed, label_known_at
+from monitoring.sequential import _degradations, _take_unfed, detector_feed, label_known_at
 from monitoring.services import labels_ingest
 from monitoring.window import scheduled_window
 from tests.clock import T0, at, wall_clock
@@ -125,6 +125,51 @@ def test_the_persisted_detector_matches_adwin_fed_the_same_errors_in_one_go() ->
         reference.width,
         reference.total,
         reference.drift_detected,
+    )
+
+
+def _river_degradations(detector: Any, errors: list[float]) -> list[tuple[int, float, float, int]]:
+    """river's ADWIN as it is, label by label: (position, rate before, after, window) of each
+    detection that raised the rate."""
+    found = []
+    for n, error in enumerate(errors):
+        before = detector.estimation
+        detector.update(error)
+        if detector.drift_detected and detector.estimation > before:
+            found.append((n, before, detector.estimation, int(detector.width)))
+    return found
+
+
+@pytest.mark.parametrize("start", ["fresh", "midway", "just_detected"])
+def test_the_feed_finds_each_degradation_with_river_adwins_rates_and_window(start: str) -> None:
+    """One feed holding several detections (rises and falls, the replayed windows from the
+    loaded state and from resets), from a new detector, one fed before, and one whose last label
+    was a detection: positions, rates before and after, and windows equal river's own ADWIN's,
+    and so does the detector's state after the feed."""
+    rng = np.random.default_rng(11)
+    rates = [0.05, 0.4, 0.1, 0.6, 0.2, 0.7]
+    errors = np.concatenate([rng.random(1200) < r for r in rates]).astype(float).tolist()
+    prefix: list[float] = []
+    if start == "midway":
+        prefix = (rng.random(700) < 0.3).astype(float).tolist()
+    state = ADWIN()
+    for error in prefix:
+        state.update(error)
+    if start == "just_detected":
+        while not state.drift_detected:
+            state.update(float(rng.random() < (0.05 if state.width < 400 else 0.9)))
+    saved = pickle.dumps(state)
+
+    def loaded() -> Any:
+        return pickle.loads(saved)  # noqa: S301 (ours)
+
+    ours, theirs = loaded(), loaded()
+    expected = _river_degradations(theirs, errors)
+    assert _degradations(ours, errors, loaded) == expected and len(expected) >= 2
+    assert (ours.width, ours.total, ours.drift_detected) == (
+        theirs.width,
+        theirs.total,
+        theirs.drift_detected,
     )
 
 
