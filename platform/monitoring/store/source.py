@@ -14,7 +14,8 @@ moves them, rather than checked on part of its samples.
 """
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
@@ -40,7 +41,7 @@ WITH p AS (
     SELECT id, name, rows, indexed, bucket FROM monitoring_samplepart
     WHERE model_id = %s AND retired_at IS NULL AND bucket < %s {since}
 )
-SELECT p.id, p.name, NULL, p.bucket FROM p
+SELECT p.id, p.name, p.rows, p.bucket FROM p
 UNION ALL
 SELECT s.part_id, NULL, s.part_row, NULL FROM monitoring_predictionsample s JOIN p ON s.part_id = p.id
 WHERE p.indexed < p.rows
@@ -68,12 +69,13 @@ def unmoved_refuse(model: RegisteredModel, start: datetime | None, end: datetime
 
 class ListedPart(NamedTuple):
     """A live part of a window: its file, the rows to read (None: all; a part holding duplicates
-    reads only its indexed rows) and its hour."""
+    reads only its indexed rows), its hour and how many rows its file holds."""
 
     id: int
     name: str
     kept: np.ndarray | None
     bucket: datetime
+    rows: int
 
 
 def window_parts(model: RegisteredModel, start: datetime | None, end: datetime) -> list[ListedPart]:
@@ -86,7 +88,7 @@ def window_parts(model: RegisteredModel, start: datetime | None, end: datetime) 
     with connection.cursor() as cursor:
         cursor.execute(_PARTS_SQL.format(since=since), params)
         found = cursor.fetchall()
-    parts = {pk: (name, bucket) for pk, name, _, bucket in found if name is not None}
+    parts = {pk: (name, rows, bucket) for pk, name, rows, bucket in found if name is not None}
     masks: dict[int, list[int]] = {}
     for pk, name, row, _ in found:
         if name is None:
@@ -97,8 +99,9 @@ def window_parts(model: RegisteredModel, start: datetime | None, end: datetime) 
             name,
             np.sort(np.asarray(masks[pk], dtype="int64")) if pk in masks else None,
             _aware(bucket),
+            int(rows),
         )
-        for pk, (name, bucket) in sorted(parts.items())
+        for pk, (name, rows, bucket) in sorted(parts.items())
     ]
 
 
@@ -159,11 +162,11 @@ class WindowLabels(NamedTuple):
 # 0.85-1.0 s in PostgreSQL, a hash join spilling to disk; by range 0.32 s, placed in 0.18 s.)
 _LABELS_IN_RANGE = """
 SELECT g.sample_id, g.label, COALESCE(g.labelled_at, g.received_at) AS known FROM monitoring_groundtruth g
-WHERE g.model_id = %s AND g.sample_at < %s {since_label}
+WHERE g.model_id = %s AND g.sample_at < %s {since_label} {share}
 UNION ALL
 SELECT g.sample_id, g.label, COALESCE(g.labelled_at, g.received_at) FROM monitoring_groundtruth g
 JOIN monitoring_predictionsample s ON s.model_id = g.model_id AND s.sample_id = g.sample_id
-WHERE g.model_id = %s AND g.sample_at IS NULL AND s.timestamp < %s {since_sample}
+WHERE g.model_id = %s AND g.sample_at IS NULL AND s.timestamp < %s {since_sample} {share}
 """
 # On PostgreSQL they come back as two bytea values: fixed-width records in the types' binary send
 # forms (big-endian: the id's length, the class code matched by the server or the float label,
@@ -179,7 +182,14 @@ _NUMBER = "float8send(CASE WHEN jsonb_typeof(w.label) = 'number' THEN (w.label):
 _EPOCH_2000_US = 946_684_800_000_000  # 2000-01-01 in microseconds since 1970-01-01
 
 
-def _labels_sql(model: RegisteredModel, start: datetime | None, end: datetime, params: list[Any]) -> str:
+# One of several statements that read a window's labels together: (k, n) takes the labels whose
+# id is k modulo n (None: all of them).
+Share = tuple[int, int] | None
+
+
+def _labels_sql(
+    model: RegisteredModel, start: datetime | None, end: datetime, params: list[Any], share: Share = None
+) -> str:
     since_label = since_sample = ""
     params += [model.pk, _db_time(end)]
     if start is not None:
@@ -189,14 +199,18 @@ def _labels_sql(model: RegisteredModel, start: datetime | None, end: datetime, p
     if start is not None:
         since_sample = "AND s.timestamp >= %s"
         params.append(_db_time(start))
-    return _LABELS_IN_RANGE.format(since_label=since_label, since_sample=since_sample)
+    part = f"AND mod(g.id, {int(share[1])}) = {int(share[0])}" if share is not None else ""
+    return _LABELS_IN_RANGE.format(since_label=since_label, since_sample=since_sample, share=part)
 
 
 def window_labels(
     model: RegisteredModel, start: datetime | None, end: datetime, parts: Sequence[ListedPart] = ()
 ) -> WindowLabels:
     """The labels of the samples timed in [start, end), their prediction's or not in yet."""
-    found = _labels_in_halves(model, start, end, parts)
+    return _joined(_labels_in_halves(model, start, end, parts))
+
+
+def _joined(found: Sequence[WindowLabels]) -> WindowLabels:
     return WindowLabels(
         pa.concat_arrays([f.sample_id for f in found]),
         np.concatenate([f.label for f in found]),
@@ -204,21 +218,65 @@ def window_labels(
     )
 
 
+# A window of at least this many rows in its parts reads its labels while the parts are read and
+# typed, half of them (by label id: a window's labels need not be spread evenly over its time)
+# on each of two connections of their own: the statement is PostgreSQL's work (a scan of the
+# range and a record built per label), not this process's. A 1M window (500,000 labels, all in
+# the first half of its hours): its labels 0.35-0.68 s on one connection.
+CONCURRENT_LABELS_ROWS = 200_000
+
+
+def labels_meanwhile(
+    model: RegisteredModel, start: datetime | None, end: datetime, parts: Sequence[ListedPart]
+) -> Callable[[], WindowLabels]:
+    """Start reading the window's labels → a function that waits for them.
+
+    Concurrently only on PostgreSQL outside a transaction (a check reads its window in autocommit:
+    another connection then sees what this one would; inside a transaction it would not see this
+    one's uncommitted rows, so the labels are then read here, when asked for). The halves are
+    two statements, as the parts' listing and the labels' read already are: placed by sample id,
+    a label is on its sample whatever commits in between, and a label sent again keeps its id."""
+    if (
+        connection.vendor != "postgresql"
+        or connection.in_atomic_block
+        or sum(part.rows for part in parts) < CONCURRENT_LABELS_ROWS
+    ):
+        return lambda: window_labels(model, start, end, parts)
+    pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="labels")
+    halves = [pool.submit(_labels_apart, model, start, end, parts, (k, 2)) for k in range(2)]
+    pool.shutdown(wait=False)  # the threads end with their reads
+    return lambda: _joined([labels for half in halves for labels in half.result()])
+
+
+def _labels_apart(
+    model: RegisteredModel, start: datetime | None, end: datetime, parts: Sequence[ListedPart], share: Share
+) -> list[WindowLabels]:
+    """A share of a window's labels, on this thread's own connection, closed when done."""
+    try:
+        return _labels_in_halves(model, start, end, parts, share)
+    finally:
+        connection.close()
+
+
 SPLIT_FINEST = timedelta(seconds=1)  # the narrowest range read in halves again
 
 
 def _labels_in_halves(
-    model: RegisteredModel, start: datetime | None, end: datetime, parts: Sequence[ListedPart]
+    model: RegisteredModel,
+    start: datetime | None,
+    end: datetime,
+    parts: Sequence[ListedPart],
+    share: Share = None,
 ) -> list[WindowLabels]:
     """One statement for the window; where it fails on PostgreSQL's cap of a value (1 GB: the
     ids' bytea of millions of labels with long ids), each half of the window is read apart."""
     if connection.vendor != "postgresql":
-        return [_labels_read(model, start, end)]
+        return [_labels_read(model, start, end, share)]
     import psycopg
 
     try:
         with transaction.atomic():  # a savepoint: only this statement is undone
-            return [_labels_read(model, start, end)]
+            return [_labels_read(model, start, end, share)]
     except psycopg.errors.ProgramLimitExceeded:
         lower = start or min((part.bucket for part in parts), default=None)
         if lower is None or end - lower < SPLIT_FINEST:
@@ -226,17 +284,21 @@ def _labels_in_halves(
         middle = lower + (end - lower) / 2
         logger.info("model %s: the window's labels are over one value's cap; reading each half", model.pk)
         # From the first part's hour when the window has no start: no part holds an earlier sample.
-        return _labels_in_halves(model, lower, middle, parts) + _labels_in_halves(model, middle, end, parts)
+        return _labels_in_halves(model, lower, middle, parts, share) + _labels_in_halves(
+            model, middle, end, parts, share
+        )
 
 
-def _labels_read(model: RegisteredModel, start: datetime | None, end: datetime) -> WindowLabels:
+def _labels_read(
+    model: RegisteredModel, start: datetime | None, end: datetime, share: Share = None
+) -> WindowLabels:
     params: list[Any] = []
     if connection.vendor == "postgresql":
         label = _NUMBER
         if model.is_classification:
             label = _CLASS_CODE
             params.append([str(c) for c in model.classes])
-        sql = _LABELS_POSTGRES.format(label=label, labels=_labels_sql(model, start, end, params))
+        sql = _LABELS_POSTGRES.format(label=label, labels=_labels_sql(model, start, end, params, share))
         with server_cursor() as cursor:  # binary results: the bytea as is, not as hex text
             cursor.execute(sql, params, binary=True)
             raw, ids = cursor.fetchone() or (None, None)
@@ -249,7 +311,7 @@ def _labels_read(model: RegisteredModel, start: datetime | None, end: datetime) 
             rows["label"].astype("int64" if model.is_classification else "float64"),
             rows["received"].astype("int64") + _EPOCH_2000_US,
         )
-    sql = _labels_sql(model, start, end, params)
+    sql = _labels_sql(model, start, end, params, share)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         found = cursor.fetchall()
@@ -384,8 +446,8 @@ class ColumnarSampleSource:
         unmoved_refuse(model, start, window.end)  # the last_n newest: any unmoved row among them
         wanted = ["sample_id", "timestamp", "version_id", "prediction"]
         wanted += [PROBA + str(c) for c in model.classes] + [FEATURE + n for n in kinds]
-        table, at, which, labels = _snapshot(model, wanted, start, window.end)
-        arrays = self._arrays(model, kinds, table, at, labels.label[which], labels.received[which])
+        table, labels = _snapshot(model, wanted, start, window.end)
+        arrays = self._arrays(model, kinds, table, labels)
         if window.last_n is not None:
             arrays = _newest(arrays, window)
         if model.is_classification:  # typed after the trim: its dtype depends on the rows kept
@@ -398,17 +460,18 @@ class ColumnarSampleSource:
         model: RegisteredModel,
         kinds: Kinds,
         table: pa.Table | None,
-        at: np.ndarray,
-        label: np.ndarray,
-        known: np.ndarray,
+        labels: Callable[[], WindowLabels],
     ) -> dict[str, Any]:
-        """The window's columns (classes as codes, typed by ``load``); rows ``at`` take the labels
-        ``label``, known at ``known`` (microseconds since the epoch)."""
-        if table is None:
+        """The window's columns (classes as codes, typed by ``load``), the labels placed on their
+        rows by sample id once the features are typed (``labels`` waits for them)."""
+        if table is None:  # no part: no row for a label to land on
             return _empty(model, kinds)
         arrays: dict[str, Any] = {
             name: _feature(kind, table.column(FEATURE + name)) for name, kind in kinds.items()
         }
+        found = labels()
+        at, which = _place(table.column("sample_id"), found)
+        label, known = found.label[which], found.received[which]
         prediction = table.column("prediction")
         if model.is_classification:
             arrays[PREDICTION] = _class_codes(prediction, model.classes)
@@ -432,17 +495,12 @@ class ColumnarSampleSource:
 
 def _snapshot(
     model: RegisteredModel, columns: list[str], start: datetime | None, end: datetime
-) -> tuple[pa.Table | None, np.ndarray, np.ndarray, WindowLabels]:
-    """The window's rows (the parts' ``columns``), the rows that have a label, which label each
-    has, the labels."""
+) -> tuple[pa.Table | None, Callable[[], WindowLabels]]:
+    """The window's rows (the parts' ``columns``; None: no part), and its labels to wait for."""
     parts = window_parts(model, start, end)
+    labels = labels_meanwhile(model, start, end, parts)
     tables = [_read(part.name, part.kept, columns, start, end) for part in parts]
-    labels = window_labels(model, start, end, parts)
-    if not tables:
-        return None, np.empty(0, dtype="int64"), np.empty(0, dtype="int64"), labels
-    table = pa.concat_tables(tables)
-    at, which = _place(table.column("sample_id"), labels)
-    return table, at, which, labels
+    return (pa.concat_tables(tables) if tables else None), labels
 
 
 def _empty(model: RegisteredModel, kinds: Kinds) -> dict[str, Any]:

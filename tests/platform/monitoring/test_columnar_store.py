@@ -4,6 +4,7 @@ collected, hours pruned, only the columns asked for, embeddings as float32 rows,
 
 import importlib
 import io
+import threading
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -438,13 +439,13 @@ def test_labels_over_one_values_cap_are_read_in_halves(
     read = columnar_source._labels_read
     spans = []
 
-    def capped(model: RegisteredModel, start: Any, end: Any) -> Any:
+    def capped(model: RegisteredModel, start: Any, end: Any, share: Any = None) -> Any:
         if start is None or end - start > HOUR:  # fails in PostgreSQL: the transaction is aborted
             with pytest.raises(DataError), connection.cursor() as cursor:
                 cursor.execute("SELECT 1 / 0")
             raise psycopg.errors.ProgramLimitExceeded("out of memory")
         spans.append((start, end))
-        return read(model, start, end)
+        return read(model, start, end, share)
 
     monkeypatch.setattr(columnar_source, "_labels_read", capped)
     with transaction.atomic():
@@ -453,6 +454,53 @@ def test_labels_over_one_values_cap_are_read_in_halves(
     assert split[LABEL].notna().sum() == whole[LABEL].notna().sum() == 120
     pd.testing.assert_frame_equal(split, whole)
     assert len(spans) == 4 and all(end - start == HOUR for start, end in spans)
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="concurrent reads are PostgreSQL's")
+@pytest.mark.django_db(transaction=True)
+def test_a_large_windows_labels_are_read_meanwhile_in_halves_on_their_own_connections(
+    columnar: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past CONCURRENT_LABELS_ROWS (here any window), a window read outside a transaction reads
+    its labels in two halves on two threads' connections while the parts are read: the same
+    window as read on one connection, a label that came before its prediction included, the
+    threads' connections closed; inside a transaction it reads them on its own connection (the
+    others could not see its uncommitted rows)."""
+    model = monitored_model("sea", reference_rows=100)
+    for k in range(4):
+        send(model, rows(30, seed=k), start=T0 + k * HOUR + timedelta(minutes=1), prefix=f"h{k}-")
+    data = rows(10, seed=9)
+    labels_ingest(
+        model=model, body={"labels": [{"id": f"first-{i}", "label": data[i]["label"]} for i in range(10)]}
+    )
+    send(model, data, start=T0 + 2 * HOUR + timedelta(minutes=30), prefix="first-", labelled=False)
+    one = _sorted(_load(model, None, T0 + 4 * HOUR))
+    assert one[LABEL].notna().sum() == 130
+    apart, threads = columnar_source._labels_apart, []
+
+    def recorded(*args: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        return apart(*args)
+
+    monkeypatch.setattr(columnar_source, "_labels_apart", recorded)
+    monkeypatch.setattr(columnar_source, "CONCURRENT_LABELS_ROWS", 1)
+    backends = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+    with connection.cursor() as cursor:
+        cursor.execute(backends)
+        (before,) = cursor.fetchone()
+    pd.testing.assert_frame_equal(_sorted(_load(model, None, T0 + 4 * HOUR)), one)
+    pd.testing.assert_frame_equal(
+        _sorted(_load(model, T0 + HOUR, T0 + 3 * HOUR)),
+        one[(one["timestamp"] >= T0 + HOUR) & (one["timestamp"] < T0 + 3 * HOUR)].reset_index(drop=True),
+    )
+    assert len(threads) == 4 and all(name.startswith("labels") for name in threads)
+    with connection.cursor() as cursor:
+        cursor.execute(backends)
+        assert cursor.fetchone()[0] == before  # each thread's connection closed
+    with transaction.atomic():
+        send(model, rows(5, seed=11), start=T0 + 3 * HOUR + timedelta(minutes=5), prefix="uncommitted-")
+        inside = _sorted(_load(model, None, T0 + 4 * HOUR))
+    assert len(threads) == 4 and inside[LABEL].notna().sum() == 135
 
 
 def test_the_migration_gives_stored_labels_their_predictions_time(columnar: Path) -> None:
