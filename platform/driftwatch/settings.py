@@ -300,9 +300,9 @@ DRIFTWATCH_CHECK_STALE_SECONDS = env_int("DRIFTWATCH_CHECK_STALE_SECONDS", 15 * 
 DRIFTWATCH_SYNC_CHECK_SAMPLES = env_int("DRIFTWATCH_SYNC_CHECK_SAMPLES", 50_000, low=0)
 # Where checks read a window's samples from: a name in monitoring.samples' registry ("columnar":
 # Arrow parts in the default storage under samples/, with PredictionSample as their narrow index,
-# and predictions are then written there too; "relational": the JSON rows of PredictionSample, the
-# store before the columnar one; `samples_to_columnar` moves an upgraded install's rows out). An unknown name fails the first
-# load, naming the known.
+# and predictions are then written there too; "relational": the JSON rows of PredictionSample,
+# the store before the columnar one, whose rows `samples_to_columnar` moves into parts). An
+# unknown name fails the first load, naming the known.
 DRIFTWATCH_SAMPLE_SOURCE = env_str("DRIFTWATCH_SAMPLE_SOURCE", "columnar")
 # The columnar store: a part file no committed part row names (its request failed) and a retired
 # part (replaced by compaction; a check may still be reading it) are deleted after this long.
