@@ -3,26 +3,26 @@
 A fixed window with a tolerance decides once per check on a batch of labels; ADWIN looks at
 every label as it arrives and cuts its window where the error rate changed. The detector's
 state lives in the database (pickled; written and read only by this module), each label is
-fed once (it waits in DetectorBacklog, deleted in the same transaction as the new state), in the
-order the truths became known (``label_known_at``), and only labels known by the check's window
-end, so a backfill replays the detector as it would have run. A waiting label carries its known
-time and its prediction's error from the moment both are known (its prediction is in), so the
-feed reads the backlog alone.
+fed once (it waits in a BacklogBatch, taken out in the same transaction as the new state), in
+the order the truths became known (``label_known_at``), and only labels known by the check's
+window end, so a backfill replays the detector as it would have run. A batch holds its labels'
+known times and their predictions' errors, so the feed reads the batches alone; a label whose
+prediction is not in yet waits in DetectorBacklog until a feed finds it in.
 """
 
+import itertools
 import logging
 import pickle
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, NamedTuple, cast
+from datetime import UTC, datetime, timedelta
+from typing import Any, NamedTuple
 
 import numpy as np
-import orjson
 from django.db import connection
 from django.db.models import Exists, OuterRef
 
-from monitoring.models import DetectorBacklog, GroundTruth, PredictionSample, SequentialDetector
+from monitoring.models import BacklogBatch, DetectorBacklog, GroundTruth, PredictionSample, SequentialDetector
 from monitoring.pg import server_cursor
 from registry.models import RegisteredModel
 
@@ -141,76 +141,150 @@ def _label_predictions_postgres(model: RegisteredModel, sample_ids: list[str]) -
 def backlog_queue(
     *, model: RegisteredModel, labels: list[NewLabel], predictions: Mapping[str, Predicted]
 ) -> None:
-    """Queue new labels for the detector, each with its known time and error where its
-    prediction (in ``predictions``, by sample id) is in already."""
+    """Queue new labels for the detector: those whose prediction (in ``predictions``, by sample id)
+    is in go into batches with their known time and error, the others wait for it."""
     error = _error_of(model)
-    filled = [_known_and_error(label, predictions.get(label.sample_id), error) for label in labels]
-    if connection.vendor == "postgresql":
-        _queue_postgres(model, labels, filled)
-        return
-    rows = [
-        DetectorBacklog(model=model, **label._asdict(), known_at=known_at, error=err)
-        for label, (known_at, err) in zip(labels, filled, strict=True)
-    ]
-    DetectorBacklog.objects.bulk_create(rows, batch_size=1000)
-
-
-_QUEUE_POSTGRES = """
-INSERT INTO monitoring_detectorbacklog
-    (label_id, model_id, sample_id, value, received_at, labelled_at, known_at, error)
-SELECT u.l, %s, u.s, u.v, u.r, u.la, u.k, u.e
-FROM unnest(%b::bigint[], %b::text[], %b::text[]::jsonb[], %b::timestamptz[], %b::timestamptz[],
-            %b::timestamptz[], %b::float8[]) AS u(l, s, v, r, la, k, e)
-"""
-
-
-def _queue_postgres(
-    model: RegisteredModel, labels: list[NewLabel], filled: list[tuple[datetime | None, float | None]]
-) -> None:
-    """One statement with array parameters: labels_ingest of 10,000 new labels took 0.8-0.9 s,
-    against 1.2-1.5 s with the ORM's bulk_create (load 3.2)."""
-
-    params = (
-        model.pk,
-        [label.label_id for label in labels],
-        [label.sample_id for label in labels],
-        [orjson.dumps(label.value).decode() for label in labels],
-        [label.received_at for label in labels],
-        [label.labelled_at for label in labels],
-        [known_at for known_at, _ in filled],
-        [err for _, err in filled],
+    ready: list[tuple[int, int, float]] = []
+    waiting: list[NewLabel] = []
+    for label in labels:
+        predicted = predictions.get(label.sample_id)
+        if predicted is None:
+            waiting.append(label)
+        else:
+            known_at, err = _known_and_error(label, predicted, error)
+            ready.append((label.label_id, _microseconds(known_at), err))
+    DetectorBacklog.objects.bulk_create(
+        [DetectorBacklog(model=model, **label._asdict()) for label in waiting], batch_size=1000
     )
-    with server_cursor() as cursor:
-        cursor.execute(_QUEUE_POSTGRES, params)
+    if ready:
+        ids, known, errors = zip(*ready, strict=True)
+        _batches_add(model, Entries(np.array(ids, np.int64), np.array(known, np.int64), np.array(errors)))
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_HOUR = 3_600_000_000  # microseconds
+BATCH_LABELS = 100_000  # labels per batch at most (2.4 MB of arrays)
+
+
+def _microseconds(when: datetime) -> int:
+    """A time as the batches keep it: exact microseconds since the Unix epoch."""
+    return (when - _EPOCH) // timedelta(microseconds=1)
+
+
+@dataclass(frozen=True)
+class Entries:
+    """Labels for the detector, as a batch holds them."""
+
+    label_ids: np.ndarray  # int64
+    known_at: np.ndarray  # int64, microseconds since the Unix epoch
+    errors: np.ndarray  # float64
+
+    def select(self, which: Any) -> "Entries":
+        """Those a mask, an order or a slice picks."""
+        return Entries(self.label_ids[which], self.known_at[which], self.errors[which])
+
+    @staticmethod
+    def joined(parts: list["Entries"]) -> "Entries":
+        return Entries(
+            np.concatenate([np.empty(0, np.int64), *(part.label_ids for part in parts)]),
+            np.concatenate([np.empty(0, np.int64), *(part.known_at for part in parts)]),
+            np.concatenate([np.empty(0), *(part.errors for part in parts)]),
+        )
+
+
+_INT, _FLOAT = np.dtype("<i8"), np.dtype("<f8")
+
+
+def batch_entries(batch: BacklogBatch) -> Entries:
+    """A batch's labels as arrays."""
+    entries = Entries(
+        np.frombuffer(batch.label_ids, _INT).astype(np.int64),
+        np.frombuffer(batch.known_at, _INT).astype(np.int64),
+        np.frombuffer(batch.errors, _FLOAT).astype(np.float64),
+    )
+    if not len(entries.label_ids) == len(entries.known_at) == len(entries.errors) == batch.size:
+        raise RuntimeError(f"backlog batch {batch.pk} does not hold {batch.size} labels")  # never fed garbled
+    return entries
+
+
+def _batch_fill(batch: BacklogBatch, entries: Entries) -> BacklogBatch:
+    """Set a batch's fields to hold these labels (at least one)."""
+    batch.earliest = _EPOCH + timedelta(microseconds=int(entries.known_at.min()))
+    batch.first_label, batch.last_label = int(entries.label_ids.min()), int(entries.label_ids.max())
+    batch.size = len(entries.label_ids)
+    batch.label_ids = entries.label_ids.astype(_INT).tobytes()
+    batch.known_at = entries.known_at.astype(_INT).tobytes()
+    batch.errors = entries.errors.astype(_FLOAT).tobytes()
+    return batch
+
+
+def _batches_add(model: RegisteredModel, entries: Entries) -> None:
+    """New batches holding these labels: one per hour of their known times, of BATCH_LABELS at
+    most, so a feed up to a time takes whole batches but for the hour it ends in."""
+    hours = entries.known_at // _HOUR
+    order = np.argsort(hours, kind="stable")
+    entries, hours = entries.select(order), hours[order]
+    cuts = [0, *(np.flatnonzero(np.diff(hours)) + 1).tolist(), len(hours)]
+    batches = [
+        _batch_fill(BacklogBatch(model=model), entries.select(slice(start, min(start + BATCH_LABELS, end))))
+        for begin, end in itertools.pairwise(cuts)
+        for start in range(begin, end, BATCH_LABELS)
+    ]
+    BacklogBatch.objects.bulk_create(batches)
+
+
+def _batches_take(model: RegisteredModel, keep: Callable[[Entries], np.ndarray], **among: Any) -> Entries:
+    """Take labels out of the model's batches (those ``among`` selects, locked in id order): each
+    batch keeps the labels ``keep`` marks (rewritten in place, so a request waiting on its lock
+    finds them there), and goes if it keeps none → the labels taken."""
+    taken, emptied = [], []
+    for batch in BacklogBatch.objects.select_for_update().filter(model=model, **among).order_by("pk"):
+        entries = batch_entries(batch)
+        kept = keep(entries)
+        if kept.all():
+            continue
+        taken.append(entries.select(~kept))
+        if kept.any():
+            _batch_fill(batch, entries.select(kept)).save()
+        else:
+            emptied.append(batch.pk)
+    BacklogBatch.objects.filter(pk__in=emptied).delete()  # batches, not labels: a short list
+    return Entries.joined(taken)
 
 
 def backlog_refresh(
     *, model: RegisteredModel, labels: list[NewLabel], predictions: Mapping[str, Predicted]
 ) -> None:
-    """Labels sent again: those still waiting for the detector are queued anew, with their new
-    value and times and the known time and error that follow from them; a feed took the others
-    already (fed as they were). Locked first: a feed that takes one meanwhile waits for this
-    transaction, and finds it gone. Replaced rather than updated: 10,000 waiting labels sent
-    again took 1.4-1.5 s, against 6.5-13 s when the ORM's bulk_update rewrote three of their
-    columns (load 3.2)."""
+    """Labels sent again: those still waiting for the detector (for their prediction, or in a
+    batch) are queued anew, with their new value and times and the known time and error that
+    follow from them; a feed took the others already (fed as they were). Locked first: a feed
+    that takes one meanwhile waits for this transaction, and finds it gone."""
+    if not labels:
+        return
+    label_ids = np.array(sorted(label.label_id for label in labels), np.int64)
     waiting = set(
         DetectorBacklog.objects.select_for_update()
-        .filter(pk__in=[label.label_id for label in labels])
+        .filter(pk__in=label_ids.tolist())
         .order_by("pk")
         .values_list("pk", flat=True)
     )
     _backlog_delete(list(waiting))
+    batched = _batches_take(
+        model,
+        lambda entries: ~np.isin(entries.label_ids, label_ids),
+        first_label__lte=label_ids[-1],
+        last_label__gte=label_ids[0],
+    )
+    waiting.update(batched.label_ids.tolist())
     backlog_queue(
         model=model, labels=[label for label in labels if label.label_id in waiting], predictions=predictions
     )
 
 
 def _known_and_error(
-    label: NewLabel, predicted: Predicted | None, error: Callable[[Any, Any], float]
-) -> tuple[datetime | None, float | None]:
-    """The label's known time and its prediction's error; both None while that is not in."""
-    if predicted is None:
-        return None, None
+    label: NewLabel, predicted: Predicted, error: Callable[[Any, Any], float]
+) -> tuple[datetime, float]:
+    """The label's known time and its prediction's error."""
     value, predicted_at, prediction_received_at = predicted
     known_at = label_known_at(
         labelled_at=label.labelled_at,
@@ -222,13 +296,12 @@ def _known_and_error(
 
 
 def _backlog_repair(model: RegisteredModel) -> None:
-    """Fill the waiting labels whose prediction is in now: labels sent before their prediction,
+    """Queue the waiting labels whose prediction is in now: labels sent before their prediction,
     and labels stored beside it by a transaction that could not see it yet (neither request saw
     the other's row, so only a later reader can join them: this one, before every feed). They
-    are taken out and queued anew, as a label that came after its prediction is. Index backed
-    (backlog_waiting): usually no row, 1 ms; a label whose prediction never comes stays. A label
-    sent before its prediction costs this feed about 20 µs (100,000: 1.9-2.1 s, load 1.0-1.3),
-    ten times what one queued with its prediction costs the feed."""
+    are taken out and queued anew, as a label that came after its prediction is. Usually no
+    row, 1 ms; a label whose prediction never comes stays. A label sent before its prediction
+    costs this feed about 20 µs (100,000: 1.9-2.1 s, load 1.0-1.3)."""
     waiting = _take_waiting(model)
     backlog_queue(
         model=model,
@@ -237,11 +310,11 @@ def _backlog_repair(model: RegisteredModel) -> None:
     )
 
 
-# The rows it deletes are exactly those it returns, as in the feed's statement.
+# The rows it deletes are exactly those it returns.
 _TAKE_WAITING_POSTGRES = """
 DELETE FROM monitoring_detectorbacklog AS b
  USING monitoring_predictionsample AS p
- WHERE b.model_id = %s AND b.known_at IS NULL AND p.model_id = b.model_id AND p.sample_id = b.sample_id
+ WHERE b.model_id = %s AND p.model_id = b.model_id AND p.sample_id = b.sample_id
 RETURNING b.label_id, b.sample_id, b.value, b.received_at, b.labelled_at, p.prediction, p.timestamp, p.received_at
 """
 
@@ -252,7 +325,7 @@ def _take_waiting(model: RegisteredModel) -> list[tuple[NewLabel, Predicted]]:
     ORM's three correlated subqueries per label took 3.8 s to read them)."""
     if connection.vendor != "postgresql":
         rows = (
-            DetectorBacklog.objects.filter(model=model, known_at__isnull=True)
+            DetectorBacklog.objects.filter(model=model)
             .filter(Exists(PredictionSample.objects.filter(model=model, sample_id=OuterRef("sample_id"))))
             .values_list("label_id", "sample_id", "value", "received_at", "labelled_at")
         )
@@ -266,64 +339,21 @@ def _take_waiting(model: RegisteredModel) -> list[tuple[NewLabel, Predicted]]:
 
 
 def _backlog_delete(label_ids: list[int]) -> None:
-    """Delete these backlog rows, in IN lists SQLite accepts."""
+    """Delete these waiting labels, in IN lists SQLite accepts."""
     for start in range(0, len(label_ids), FEED_CHUNK):
         DetectorBacklog.objects.filter(pk__in=label_ids[start : start + FEED_CHUNK]).delete()
-
-
-# The feed's labels leave the backlog in the statement that reads them: the rows it deletes are
-# exactly the rows it returns (a label queued meanwhile stays for the next feed). They come back
-# as binary COPY rows (fixed width: each row's field count, then each field's length and its
-# big-endian value), sorted here by numpy. 500,000 labels: COPY's rows took 0.13-0.4 s over the
-# DELETE itself, one bytea of records built by string_agg 0.33-0.75 s (bench next to each other),
-# and two arrays each ordered by the server more again.
-_TAKE_POSTGRES = """
-COPY (
-    DELETE FROM monitoring_detectorbacklog WHERE model_id = %s AND known_at <= %s
-    RETURNING label_id, known_at, error
-) TO STDOUT (FORMAT binary)
-"""
-# int8 label_id, timestamptz known_at (microseconds since 2000-01-01, exact), float8 error.
-_FED_ROW = np.dtype(
-    [
-        ("fields", ">i2"),
-        ("label_id_size", ">i4"),
-        ("label_id", ">i8"),
-        ("known_at_size", ">i4"),
-        ("known_at", ">i8"),
-        ("error_size", ">i4"),
-        ("error", ">f8"),
-    ]
-)
-_COPY_HEADER, _COPY_TRAILER = 19, 2  # signature, flags and extension length; the -1 field count
 
 
 def _take_unfed(model: RegisteredModel, known_by: datetime) -> tuple[list[float], list[int]]:
     """Take the labels to feed out of the model's backlog → their errors and label ids, in the
     order they became known (then by label id): those known by `known_by` whose prediction is in
-    (a label waiting for it has no known time, so `known_at <= known_by` leaves it out). Call
-    inside the transaction that stores the detector's new state. Elsewhere than on PostgreSQL
-    the rows are read, then deleted before the pass (SQLite's cursor does not isolate writes to
-    the tables it is reading)."""
+    (a label waiting for it is in no batch yet). Call inside the transaction that stores the
+    detector's new state."""
     _backlog_repair(model)
-    if connection.vendor == "postgresql":
-        stream = bytearray()
-        with server_cursor() as cursor, cursor.copy(_TAKE_POSTGRES, [model.pk, known_by]) as copy:
-            for data in copy:
-                stream += data
-        taken = np.frombuffer(memoryview(stream)[_COPY_HEADER : len(stream) - _COPY_TRAILER], _FED_ROW)
-        if not (taken["fields"] == 3).all():  # a changed layout fails here, never feeds garbage
-            raise RuntimeError("unexpected COPY row layout from the detector backlog")
-        order = np.lexsort((taken["label_id"], taken["known_at"]))
-        return taken["error"][order].tolist(), taken["label_id"][order].tolist()
-    rows = sorted(
-        DetectorBacklog.objects.filter(model=model, known_at__lte=known_by).values_list(
-            "known_at", "label_id", "error"
-        )
-    )
-    label_ids = [label_id for _, label_id, _ in rows]
-    _backlog_delete(label_ids)
-    return cast(list[float], [error for *_, error in rows]), label_ids  # set with known_at
+    cut = _microseconds(known_by)
+    taken = _batches_take(model, lambda entries: entries.known_at > cut, earliest__lte=known_by)
+    order = np.lexsort((taken.label_ids, taken.known_at))
+    return taken.errors[order].tolist(), taken.label_ids[order].tolist()
 
 
 def _estimation(window: Any) -> float:

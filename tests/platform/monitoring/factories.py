@@ -5,7 +5,8 @@ from typing import Any
 
 import numpy as np
 
-from monitoring.models import MonitoringPolicy
+from monitoring.models import BacklogBatch, DetectorBacklog, GroundTruth, MonitoringPolicy
+from monitoring.sequential import batch_entries
 from monitoring.services import labels_ingest, predictions_ingest
 from registry.models import RegisteredModel
 from registry.services import model_register, reference_upload
@@ -86,3 +87,13 @@ def send(
             model=model,
             body={"labels": [{"id": f"{prefix}{i}", "label": r["label"]} for i, r in enumerate(data)]},
         )
+
+
+def unfed(model: RegisteredModel) -> list[str]:
+    """The sample ids of the model's labels its detector has not been fed yet, sorted: those
+    waiting for their prediction and those in its batches."""
+    waiting = DetectorBacklog.objects.filter(model=model).values_list("label_id", flat=True)
+    batched = [batch_entries(batch).label_ids for batch in BacklogBatch.objects.filter(model=model)]
+    label_ids = [*waiting, *np.concatenate([np.empty(0, np.int64), *batched]).tolist()]
+    assert len(set(label_ids)) == len(label_ids), "a label queued twice"
+    return sorted(GroundTruth.objects.filter(pk__in=label_ids).values_list("sample_id", flat=True))

@@ -15,12 +15,13 @@ from typing import Any
 import pytest
 from django.db import connections, transaction
 
-from monitoring.models import DetectorBacklog, GroundTruth, PredictionSample, SamplePart
+from monitoring.models import GroundTruth, PredictionSample, SamplePart
 from monitoring.sequential import detector_feed
 from monitoring.services import labels_ingest, predictions_ingest
 from registry.models import RegisteredModel
 from tests.clock import FUTURE
 from tests.platform.conftest import make_model, make_sample
+from tests.platform.monitoring.factories import unfed
 
 THREADS = 6
 ROUNDS = 4
@@ -120,4 +121,4 @@ def test_labels_sent_beside_their_predictions_are_each_fed_to_the_detector_once(
     assert GroundTruth.objects.filter(model=model).count() == THREADS * ROUNDS // 2 * PAIRED
     with transaction.atomic():
         assert detector_feed(model=model, known_by=FUTURE).fed == THREADS * ROUNDS // 2 * PAIRED
-    assert not DetectorBacklog.objects.filter(model=model).exists()
+    assert unfed(model) == []

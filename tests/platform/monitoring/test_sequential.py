@@ -3,6 +3,8 @@ raising accuracy_drop with its evidence beside the window rule."""
 
 import itertools
 import pickle
+import threading
+import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
@@ -17,6 +19,7 @@ from river.drift import ADWIN
 from monitoring.checks import quality_check_run
 from monitoring.models import (
     Alert,
+    BacklogBatch,
     DetectorBacklog,
     GroundTruth,
     MonitoringPolicy,
@@ -28,7 +31,7 @@ from monitoring.sequential import _degradations, _take_unfed, detector_feed, lab
 from monitoring.services import labels_ingest
 from monitoring.window import scheduled_window
 from tests.clock import T0, at, wall_clock
-from tests.platform.monitoring.factories import monitored_model, rows, send
+from tests.platform.monitoring.factories import monitored_model, rows, send, unfed
 
 LATER = at(days=1)
 # Labels sent without a timestamp are known from their arrival (received_at, the wall clock):
@@ -200,7 +203,7 @@ def test_a_policy_without_the_detector_feeds_nothing() -> None:
     send(model, rows(300, seed=6), start=T0, prefix="a")
     window = scheduled_window(MonitoringPolicy.objects.get(model=model), T0 + timedelta(hours=1))
     quality_check_run(model_id=model.pk, window=window)
-    assert DetectorBacklog.objects.filter(model=model).count() == 300, "every label still waits"
+    assert len(unfed(model)) == 300, "every label still waits"
     assert "sequential" not in QualityCheck.objects.get().decisions
 
 
@@ -235,7 +238,7 @@ def test_a_label_is_fed_exactly_when_its_known_time_by_label_known_at_is_reached
     for sample_id, when in sorted(known.items(), key=lambda item: item[1]):
         assert feed(model, known_by=when - timedelta(microseconds=1)).fed == 0, sample_id
         assert feed(model, known_by=when).fed == 1, sample_id
-        assert not DetectorBacklog.objects.filter(label__sample_id=sample_id).exists(), sample_id
+        assert sample_id not in unfed(model), sample_id
 
 
 @pytest.mark.django_db
@@ -248,7 +251,8 @@ def test_a_label_sent_before_its_prediction_waits_for_it_then_is_fed_in_known_ti
     with wall_clock(at(hours=1), tick=False):
         label(model, "early")  # stored after "live" (a larger label id), before its prediction
     assert feed(model, known_by=at(minutes=29)).fed == 0, "early waits for its prediction"
-    assert DetectorBacklog.objects.get(sample_id="early").known_at is None
+    assert list(DetectorBacklog.objects.values_list("sample_id", flat=True)) == ["early"]
+    assert unfed(model) == ["early", "live"], "live in a batch, known after 00:29"
     with wall_clock(at(hours=2), tick=False):
         predict(model, "early", at_time=T0)  # replayed 2 h late: early counts as known at T0
     assert fed_order(model) == ["early", "live"]
@@ -292,6 +296,97 @@ def test_a_label_sent_again_before_its_prediction_is_fed_with_its_new_value_once
     assert pickle.loads(bytes(SequentialDetector.objects.get(model=model).state)).total == 0.0  # noqa: S301
 
 
+def stamped_labels(model, values):  # type: ignore[no-untyped-def]
+    """One labels request: {sample id: (label, client timestamp)}."""
+    body = [{"id": i, "label": v, "timestamp": when.isoformat()} for i, (v, when) in values.items()]
+    labels_ingest(model=model, body={"labels": body})
+
+
+def detector_total(model):  # type: ignore[no-untyped-def]
+    return pickle.loads(bytes(SequentialDetector.objects.get(model=model).state)).total  # noqa: S301
+
+
+@pytest.mark.django_db
+def test_a_feed_ending_inside_a_batchs_hour_takes_its_labels_known_by_then_and_leaves_the_rest() -> None:
+    """Labels known within one hour share a batch: a feed known by a time in that hour feeds the
+    ones known by then; the rest stay, and one of them sent again while it waits is taken out of
+    the batch and queued anew with its new value and known time."""
+    model = monitored_model()
+    with wall_clock(at(hours=2), tick=False):
+        for i in range(5):
+            predict(model, f"p{i}", at_time=T0, prediction=1)
+        stamped_labels(model, {f"p{i}": (1, at(minutes=10 * (i + 1))) for i in range(5)})
+    assert BacklogBatch.objects.filter(model=model).count() == 1
+    assert feed(model, known_by=at(minutes=20)).fed == 2
+    rest = BacklogBatch.objects.get(model=model)
+    assert (rest.size, rest.earliest) == (3, at(minutes=30)), "the batch keeps the three known later"
+    with wall_clock(at(hours=3), tick=False):
+        stamped_labels(model, {"p3": (0, at(minutes=45))})  # now wrong, and known at 00:45
+    assert unfed(model) == ["p2", "p3", "p4"], "queued once"
+    assert feed(model, known_by=at(minutes=40)).fed == 1, "p2; p3 is known at 00:45 now"
+    assert detector_total(model) == 0.0
+    assert feed(model, known_by=at(minutes=45)).fed == 1
+    assert detector_total(model) == 1.0, "p3 fed with its new value"
+    assert feed(model).fed == 1 and unfed(model) == [] and not BacklogBatch.objects.exists()
+    assert SequentialDetector.objects.get(model=model).fed == 5
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="row locks across connections are PostgreSQL's")
+@pytest.mark.django_db(transaction=True)
+def test_a_label_sent_again_while_a_feed_holds_its_batch_waits_and_finds_it_where_the_feed_left_it() -> None:
+    """A feed that takes part of a batch rewrites it in place: a request sending one of the labels
+    it left waits for the feed's transaction, then finds the label there and queues it anew (were
+    the rest moved to a new row, the request would find nothing and the old value be fed)."""
+    model = monitored_model(reference_rows=200)
+    for i in range(3):
+        predict(model, f"p{i}", at_time=T0, prediction=1)
+    stamped_labels(model, {f"p{i}": (1, at(minutes=10 * (i + 1))) for i in range(3)})
+    failed: list[BaseException] = []
+
+    def resend() -> None:
+        try:
+            stamped_labels(model, {"p2": (0, at(minutes=35))})
+        except BaseException as exc:  # noqa: BLE001 (asserted below)
+            failed.append(exc)
+        finally:
+            connection.close()
+
+    waiting = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+    with transaction.atomic():
+        assert detector_feed(model=model, known_by=at(minutes=20)).fed == 2
+        thread = threading.Thread(target=resend)
+        thread.start()
+        with connection.cursor() as cursor:
+            for _ in range(500):
+                cursor.execute("SELECT pg_stat_clear_snapshot()")  # else read once per transaction
+                cursor.execute(waiting)
+                if cursor.fetchone()[0]:
+                    break
+                time.sleep(0.01)
+            else:
+                pytest.fail("the request never waited for the feed's lock")
+    thread.join(timeout=30)
+    assert not thread.is_alive() and failed == []
+    assert unfed(model) == ["p2"]
+    assert feed(model, known_by=at(minutes=30)).fed == 0, "p2 is known at 00:35 now"
+    assert feed(model, known_by=at(minutes=35)).fed == 1 and detector_total(model) == 1.0
+
+
+@pytest.mark.django_db
+def test_batches_hold_one_hour_of_known_times_each_up_to_their_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("monitoring.sequential.BATCH_LABELS", 4)
+    model = monitored_model()
+    known = {f"q{i}": at(hours=i % 3, minutes=i) for i in range(15)}  # 5 labels in each of 3 hours
+    with wall_clock(at(hours=4), tick=False):
+        for sample_id in known:
+            predict(model, sample_id, at_time=T0)
+        stamped_labels(model, {sample_id: (1, when) for sample_id, when in known.items()})
+    batches = BacklogBatch.objects.filter(model=model).values_list("earliest", "size")
+    hours = sorted(((earliest - T0) // timedelta(hours=1), size) for earliest, size in batches)
+    assert hours == [(0, 1), (0, 4), (1, 1), (1, 4), (2, 1), (2, 4)]
+    assert fed_order(model) == sorted(known, key=known.__getitem__)
+
+
 @pytest.mark.django_db
 def test_a_label_whose_prediction_never_comes_waits_and_is_never_fed() -> None:
     model = monitored_model()
@@ -300,8 +395,8 @@ def test_a_label_whose_prediction_never_comes_waits_and_is_never_fed() -> None:
         send(model, rows(10, seed=9), start=T0, prefix="a")
     assert feed(model).fed == 10
     assert feed(model, known_by=at(days=2)).fed == 0
-    waiting = DetectorBacklog.objects.values_list("sample_id", "known_at", "error")
-    assert list(waiting) == [("orphan", None, None)]
+    assert list(DetectorBacklog.objects.values_list("sample_id", flat=True)) == ["orphan"]
+    assert unfed(model) == ["orphan"], "in no batch"
 
 
 @pytest.mark.django_db
@@ -311,7 +406,7 @@ def test_a_label_sent_again_before_its_feed_waits_once_and_is_fed_with_its_new_v
     with wall_clock(SENT_AT):
         send(model, data, start=T0, prefix="a")
         labels_ingest(model=model, body={"labels": [{"id": "a0", "label": 1 - data[0]["label"]}]})
-    assert DetectorBacklog.objects.filter(model=model).count() == 300
+    assert len(unfed(model)) == 300
     assert feed(model).fed == 300
     stored = SequentialDetector.objects.get(model=model)
     assert stored.fed == 300
@@ -332,13 +427,13 @@ def test_a_check_that_fails_after_feeding_feeds_nothing_and_its_rerun_feeds_each
     monkeypatch.setattr("monitoring.checks.alerts_evaluate", broken)
     with pytest.raises(RuntimeError):
         quality_check_run(model_id=model.pk, window=window)
-    assert DetectorBacklog.objects.filter(model=model).count() == 400, "the feed was rolled back"
+    assert len(unfed(model)) == 400, "the feed was rolled back"
     assert not SequentialDetector.objects.filter(model=model, fed__gt=0).exists()
     monkeypatch.undo()
     ran = quality_check_run(model_id=model.pk, window=window)
     assert ran is not None and ran.decisions["sequential"]["fed"] == 400
     assert SequentialDetector.objects.get(model=model).fed == 400
-    assert not DetectorBacklog.objects.filter(model=model).exists()
+    assert unfed(model) == []
     assert feed(model, known_by=timezone.now()).fed == 0, "nothing is fed twice"
 
 
@@ -401,3 +496,48 @@ def test_the_known_time_migration_fills_the_labels_whose_prediction_is_in_and_re
     assert dict(filled.values_list("sample_id", "error")) == {"replayed": 1.0, "orphan": None}
     back = migrate(WITH_BACKLOG).get_model("monitoring", "DetectorBacklog").objects
     assert sorted(back.values_list("sample_id", flat=True)) == ["orphan", "replayed"]
+
+
+BEFORE_BATCHES = [("monitoring", "0025_sample_unmoved_index")]
+WITH_BATCHES = [("monitoring", "0026_backlog_batches")]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_batches_migration_moves_the_labels_whose_prediction_is_in_and_reverses(migrate: Any) -> None:
+    model = monitored_model(reference_rows=200)
+    old = migrate(BEFORE_BATCHES)
+    queued = {  # sample id: (known time, error); None: waiting for its prediction
+        "early": (at(minutes=5) + timedelta(microseconds=7), 1.0),
+        "late": (at(hours=3, minutes=1), 0.25),
+        "same-hour": (at(minutes=59), 0.0),
+        "orphan": (None, None),
+    }
+    for sample_id, (known_at, error) in queued.items():
+        truth = old.get_model("monitoring", "GroundTruth").objects.create(
+            model_id=model.pk, sample_id=sample_id, label=0, received_at=at(hours=4), labelled_at=known_at
+        )
+        old.get_model("monitoring", "DetectorBacklog").objects.create(
+            label_id=truth.pk, model_id=model.pk, sample_id=sample_id, value=0, received_at=truth.received_at,
+            labelled_at=known_at, known_at=known_at, error=error,
+        )  # fmt: skip
+    new = migrate(WITH_BATCHES)
+    assert list(
+        new.get_model("monitoring", "DetectorBacklog").objects.values_list("sample_id", flat=True)
+    ) == ["orphan"]
+    batches = new.get_model("monitoring", "BacklogBatch").objects.order_by("earliest")
+    assert [(b.earliest, b.size) for b in batches] == [
+        (at(minutes=5) + timedelta(microseconds=7), 2),
+        (at(hours=3, minutes=1), 1),
+    ]
+    assert unfed(model) == ["early", "late", "orphan", "same-hour"]
+    with transaction.atomic():
+        errors, label_ids = _take_unfed(model, at(hours=3, minutes=1))
+        transaction.set_rollback(True)
+    by_id = dict(GroundTruth.objects.values_list("pk", "sample_id"))
+    assert [(by_id[i], e) for i, e in zip(label_ids, errors, strict=True)] == [
+        ("early", 1.0), ("same-hour", 0.0), ("late", 0.25)
+    ]  # fmt: skip
+    back = migrate(BEFORE_BATCHES).get_model("monitoring", "DetectorBacklog").objects
+    assert sorted(back.values_list("sample_id", "known_at", "error", "value", "received_at")) == sorted(
+        (sample_id, known_at, error, 0, at(hours=4)) for sample_id, (known_at, error) in queued.items()
+    )
