@@ -531,3 +531,41 @@ def test_a_text_column_typed_by_its_distinct_values_equals_it_typed_row_by_row(n
         want = kind.column(pd.Series(column.to_numpy(), copy=False)).to_numpy()
         got = columnar_source._by_distinct(kind, column)
         assert got.dtype == want.dtype and got.tolist() == want.tolist()
+
+
+@pytest.mark.django_db
+def test_the_index_rows_references_are_kept_by_django_without_a_trigger_per_row(columnar: Path) -> None:
+    """The index table has no database foreign key (no check per inserted row), yet its
+    references hold through every delete: a part its rows point to is not deleted (RESTRICT),
+    a version's deletion leaves its samples unversioned, and the model's takes them all."""
+    from django.db.models import RestrictedError
+
+    from registry.models import ModelVersion
+
+    model = monitored_model("sea", reference_rows=100)
+    version = ModelVersion.objects.create(model=model, version=1)
+    data = rows(20, seed=3)
+    samples = [
+        {"id": f"v-{i}", "timestamp": (T0 + timedelta(seconds=i)).isoformat(), "version": 1,
+         "features": r["features"], "prediction": r["prediction"], "probabilities": r["probabilities"]}
+        for i, r in enumerate(data)
+    ]  # fmt: skip
+    predictions_ingest(model=model, body={"samples": samples})
+    part = SamplePart.objects.get(model=model)
+    with pytest.raises(RestrictedError):
+        SamplePart.objects.filter(pk=part.pk).delete()
+    assert (
+        SamplePart.objects.filter(pk=part.pk).exists()
+        and PredictionSample.objects.filter(part=part).count() == 20
+    )
+    version.delete()
+    assert set(PredictionSample.objects.filter(model=model).values_list("version_id", flat=True)) == {None}
+    model.delete()
+    assert not PredictionSample.objects.exists() and not SamplePart.objects.exists()
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_constraint WHERE conrelid = 'monitoring_predictionsample'::regclass"
+                " AND contype = 'f'"
+            )
+            assert cursor.fetchone()[0] == 0
