@@ -80,13 +80,22 @@ def _distribution_context(check: QualityCheck, stored: str) -> dict[str, Any]:
         "check_column": monitoring_selectors.check_column_drift(check=check, column=stored),
         "distribution": distribution,
         # What the bars leave unsaid, in the column's type's words (numerical: the tails).
-        "distribution_note": feature_type(distribution["column_type"]).distribution_note
-        if distribution
-        else None,
+        "distribution_note": _distribution_note(distribution) if distribution else None,
         "histogram": feature_drift.histogram(distribution) if distribution else None,
         "scatter": feature_drift.scatter(distribution) if distribution else None,
         "effects": feature_drift.effect_rows(distribution) if distribution else [],
     }
+
+
+def _distribution_note(distribution: dict[str, Any]) -> str | None:
+    """What the bars leave unsaid: the type's words (numerical: the tails), and for a very large
+    window, that its bars are a sample's."""
+    notes = [feature_type(distribution["column_type"]).distribution_note]
+    if sample := distribution.get("sample"):
+        notes.append(
+            f"window's bars from a uniform sample of {sample['rows']:,} of its {sample['of']:,} values"
+        )
+    return "; ".join(n for n in notes if n) or None
 
 
 def _selected_check(

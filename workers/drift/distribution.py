@@ -15,6 +15,7 @@ from typing import Any, NotRequired, TypedDict
 import numpy as np
 import pandas as pd
 
+from workers.drift.stats import SampleDict
 from workers.features.registry import ColumnType, feature_type
 
 BINS = 20
@@ -46,6 +47,7 @@ class DistributionDict(TypedDict):
     wasserstein_norm: float | None
     cramers_v: float | None
     points: NotRequired[ScatterDict]  # embeddings only
+    sample: NotRequired[SampleDict]  # the window's bars and distance are a sample's (a large window)
 
 
 def column_distribution(summary: Any, series: pd.Series, column_type: ColumnType) -> DistributionDict | None:

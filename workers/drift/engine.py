@@ -12,7 +12,7 @@ import pandas as pd
 from workers.drift.columns import Columns, column_values, n_rows
 from workers.drift.multivariate import MultivariateDriftDict
 from workers.drift.sorts import each_column
-from workers.drift.stats import STATTESTS, StatTest
+from workers.drift.stats import STATTESTS, SampleDict, StatTest
 from workers.drift.summary import ReferenceSummary, _check_columns, summarize_reference
 from workers.features.registry import ColumnType, feature_type, prediction_type
 
@@ -30,6 +30,7 @@ class ColumnDriftDict(TypedDict):
     n_current: int
     note: str | None
     higher_is_drift: bool | None
+    sample: NotRequired[SampleDict | None]  # a score made from a sample (absent in older checks)
 
 
 class DriftDict(TypedDict):
@@ -64,6 +65,9 @@ class ColumnDrift:
     # True: a distance, drift at or above the threshold; False: a p-value, drift below it;
     # None: not tested. Stored with the score, so no reader restates which tests are p-values.
     higher_is_drift: bool | None = None
+    # The score was made from a uniform sample of the window's values (a very large window):
+    # its size and stated error. None: from all of them.
+    sample: SampleDict | None = None
 
     @property
     def stattest(self) -> str | None:
@@ -127,7 +131,18 @@ def column_drift(
         test.drifted(scored.score, threshold),
         summary.n,
         scored.n_current,
+        sample_note(scored.sample),
         higher_is_drift=test.higher_is_drift,
+        sample=scored.sample,
+    )
+
+
+def sample_note(sample: SampleDict | None) -> str | None:
+    if sample is None:
+        return None
+    return (
+        f"from a uniform sample of {sample['rows']:,} of the window's {sample['of']:,} values: "
+        f"the score's expected error is at most {sample['error']:.2g}"
     )
 
 

@@ -11,6 +11,11 @@ column itself while the context lasts, so no other array can take that address m
 
 ``each_column`` works on a large window's columns on a thread per CPU (the drift tests, the
 drill-down's distributions), all of them sharing the check's memo.
+
+``sorted_sample`` is what the distance tests and the drill-down sort: the column itself up to
+``SAMPLE_ABOVE`` finite values, a uniform sample of ``SAMPLE_SIZE`` of them past it (sorting 20
+columns of 10,000,000 values was 8.8 s of a 10M-row check; a sample of a million sorts in 40 ms).
+The scores made from a sample carry it and their stated error (``stats.wasserstein_sample_error``).
 """
 
 import os
@@ -18,6 +23,7 @@ from collections.abc import Callable, Hashable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from contextvars import ContextVar, copy_context
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
@@ -26,6 +32,7 @@ import pandas as pd
 from workers.drift.summary import finite_values
 
 T = TypeVar("T")
+K = TypeVar("K")
 
 _SHARED: ContextVar[dict[Hashable, tuple[Any, Any]] | None] = ContextVar("shared_sorts", default=None)
 
@@ -68,11 +75,58 @@ def in_check() -> bool:
 
 
 def release_sorted(series: pd.Series) -> None:
-    """Drop the column's sorted values from the check's memo: its last reader is done (a later
-    one sorts again). At 10M rows × 20 columns the kept sorted copies were 1.6 GB."""
+    """Drop the column's sorted values (and sorted sample) from the check's memo: its last reader
+    is done (a later one sorts again). At 10M rows × 20 columns the kept sorted copies were 1.6 GB."""
     cache = _SHARED.get()
     if cache is not None:
         cache.pop(_sorted_key(series), None)
+        cache.pop(("sample",) + column_key(series), None)
+
+
+# Past this many finite values a column's distance tests and drill-down read a sample of it.
+SAMPLE_ABOVE = 2_000_000
+SAMPLE_SIZE = 1_000_000
+# The sample's positions depend on the column's size alone: a window checked again gets the same
+# score, and the columns of one window (all of them finite) share one draw.
+SAMPLE_SEED = 21
+
+
+@dataclass(frozen=True)
+class SortedSample:
+    """A column's finite values, sorted: all ``total`` of them, or a uniform random sample of
+    them drawn without replacement."""
+
+    values: np.ndarray
+    total: int
+
+    @property
+    def sampled(self) -> bool:
+        return self.values.size < self.total
+
+
+def sorted_sample(series: pd.Series) -> SortedSample:
+    """The column sorted (shared with ``sorted_finite``) while it has at most ``SAMPLE_ABOVE``
+    finite values; past that, a uniform sample of ``SAMPLE_SIZE`` of them, sorted."""
+    return memo(("sample",) + column_key(series), series, lambda: _sorted_sample(series))
+
+
+def _sorted_sample(series: pd.Series) -> SortedSample:
+    if len(series) <= SAMPLE_ABOVE:
+        values = sorted_finite(series)
+        return SortedSample(values, values.size)
+    finite = finite_values(series)
+    if finite.size <= SAMPLE_ABOVE:
+        values = sorted_finite(series)
+        return SortedSample(values, values.size)
+    positions = memo(("sample positions", finite.size), None, lambda: sample_positions(finite.size))
+    return SortedSample(np.sort(finite[positions]), finite.size)
+
+
+def sample_positions(total: int) -> np.ndarray:
+    """``SAMPLE_SIZE`` distinct positions of ``total``, uniform, in order (a gather in order)."""
+    positions = np.random.default_rng(SAMPLE_SEED).choice(total, SAMPLE_SIZE, replace=False)
+    positions.sort()
+    return positions
 
 
 def _sorted_key(series: pd.Series) -> tuple[Any, ...]:
@@ -88,8 +142,8 @@ def _sorted(series: pd.Series) -> np.ndarray:
 PARALLEL_MIN_ROWS = 50_000
 
 
-def each_column(function: Callable[[str], T], names: Sequence[str], rows: int) -> list[T]:
-    """``function(name)`` for every column, in order; on a thread per CPU when the window has
+def each_column(function: Callable[[K], T], names: Sequence[K], rows: int) -> list[T]:
+    """``function(name)`` for every column (or block of rows), in order; on a thread per CPU when the window has
     ``PARALLEL_MIN_ROWS`` rows or more. Each call runs in a copy of the caller's context, so the
     memo of ``shared_sorts()`` is the same for all of them. numpy's sorts and ufuncs release the
     GIL: a 1M-row check's 20 Wasserstein tests (each a sort, a searchsorted and a pass over the

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 
@@ -109,6 +109,33 @@ def wasserstein_norm(
     """evidently ``wasserstein_distance_norm``: W1(reference, current) / max(std(reference), 0.001)."""
     current_sorted = current if presorted else np.sort(current)
     return wasserstein_sorted(reference_sorted, current_sorted) / max(reference_std, 0.001)
+
+
+class SampleDict(TypedDict):
+    """A score made from a uniform random sample (without replacement) of the window's values:
+    ``rows`` of its ``of``; ``error`` is the score's stated error, a bound on its expected
+    absolute difference from the score of all ``of`` values."""
+
+    rows: int
+    of: int
+    error: float
+
+
+def wasserstein_sample_error(sample_sorted: np.ndarray, total: int, reference_std: float) -> float:
+    """The stated error of ``wasserstein_norm`` taken on a uniform sample S of m of a column's N
+    values C instead of all of them (R the reference):
+
+    |W1(S, R) - W1(C, R)| <= W1(S, C) = ∫ |F_S - F_C| dx (the triangle inequality), and for each x
+    F_S(x) is the share of a sample without replacement, so E|F_S(x) - F_C(x)| <= its standard
+    deviation, sqrt(F_C (1 - F_C) / m · (N - m) / (N - 1)). Hence
+    E|error| <= sqrt((N - m) / (m (N - 1))) · ∫ sqrt(F_C (1 - F_C)) dx, divided by the score's
+    norm, max(std(R), 0.001). The integral is read off the sorted sample (F_S for F_C)."""
+    m = sample_sorted.size
+    if m < 2 or total <= m:
+        return 0.0
+    shares = np.arange(1, m, dtype="float64") / m  # F_S on each gap between sorted values
+    spread = float(np.dot(np.diff(sample_sorted), np.sqrt(shares * (1 - shares))))
+    return float(np.sqrt((total - m) / (m * (total - 1))) * spread / max(reference_std, 0.001))
 
 
 # Steps of the smaller sample per block: the block's repeated values stay a few MB.

@@ -19,7 +19,7 @@ import pandas as pd
 
 if TYPE_CHECKING:
     from workers.drift.distribution import DistributionDict
-    from workers.drift.stats import StatTest
+    from workers.drift.stats import SampleDict, StatTest
 
 S = TypeVar("S")  # the type's reference summary of one column
 
@@ -62,6 +62,7 @@ class DriftScore:
     score: float
     n_current: int
     threshold: float | None = None  # None: the test's own; a method may derive it from the data
+    sample: SampleDict | None = None  # the score was made from a sample of the window's values
 
 
 class FeatureKind(ABC, Generic[S]):

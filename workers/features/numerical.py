@@ -18,11 +18,12 @@ from workers.drift.distribution import (
     psi,
     sorted_histogram,
 )
-from workers.drift.sorts import column_key, in_check, memo, release_sorted, sorted_finite
+from workers.drift.sorts import column_key, in_check, memo, release_sorted, sorted_finite, sorted_sample
 from workers.drift.stats import (
     DISCRETE_MAX_UNIQUE,
     KS,
     WASSERSTEIN,
+    SampleDict,
     StatTest,
     continuous_score,
     discrete_counts,
@@ -31,26 +32,44 @@ from workers.drift.stats import (
     large_reference,
     union_unique,
     wasserstein_norm,
+    wasserstein_sample_error,
 )
 from workers.drift.summary import NumericalSummary, summarize_numerical
 from workers.features.base import DriftScore, FeatureKind, InvalidValue
 from workers.features.registry import register_feature_type
 
 
-def _continuous(test: StatTest, summary: NumericalSummary, values: pd.Series, current: np.ndarray) -> float:
+def _continuous(
+    test: StatTest, summary: NumericalSummary, values: pd.Series, current: np.ndarray
+) -> DriftScore | None:
     if test is WASSERSTEIN:
-        return _wasserstein(summary, values, current)
-    return continuous_score(test, summary, current)
+        return _wasserstein_score(summary, values)
+    return DriftScore(test, continuous_score(test, summary, current), current.size)
 
 
-def _wasserstein(summary: NumericalSummary, values: pd.Series, current: np.ndarray) -> float:
-    """The drift test's and the drill-down's distance, computed once per check (``current``:
-    the column sorted by ``sorted_finite``)."""
-    return memo(
-        ("wasserstein", id(summary), *column_key(values)),
-        (summary, values),
-        lambda: wasserstein_norm(summary.sorted_values, summary.std, current, presorted=True),
-    )
+def _wasserstein_score(summary: NumericalSummary, values: pd.Series) -> DriftScore | None:
+    score, n_current, sample = _wasserstein(summary, values)
+    if summary.n == 0 or n_current == 0:
+        return None
+    return DriftScore(WASSERSTEIN, score, n_current, sample=sample)
+
+
+def _wasserstein(summary: NumericalSummary, values: pd.Series) -> tuple[float, int, SampleDict | None]:
+    """The drift test's and the drill-down's distance (and the window's count of finite values),
+    computed once per check from the column sorted or, past ``SAMPLE_ABOVE`` values, from a sample
+    of it, then with the sample and its stated error."""
+
+    def compute() -> tuple[float, int, SampleDict | None]:
+        current = sorted_sample(values)
+        if summary.n == 0 or current.total == 0:
+            return math.nan, current.total, None
+        score = wasserstein_norm(summary.sorted_values, summary.std, current.values, presorted=True)
+        if not current.sampled:
+            return score, current.total, None
+        error = wasserstein_sample_error(current.values, current.total, summary.std)
+        return score, current.total, {"rows": int(current.values.size), "of": current.total, "error": error}
+
+    return memo(("wasserstein", id(summary), *column_key(values)), (summary, values), compute)
 
 
 def is_number(value: Any) -> bool:
@@ -97,8 +116,11 @@ class Numerical(FeatureKind[NumericalSummary]):
         return discrete_stattest(n_reference, n_unique)
 
     def drift(self, summary: NumericalSummary, values: pd.Series) -> DriftScore | None:
-        current = sorted_finite(values)
-        scored = self._drift(summary, values, current)
+        continuous = summary.n_unique > DISCRETE_MAX_UNIQUE
+        if continuous and self.default_stattest(summary.n, summary.n_unique) is WASSERSTEIN:
+            scored = _wasserstein_score(summary, values)  # a large window's sample: no full sort
+        else:
+            scored = self._drift(summary, values, sorted_finite(values))
         if in_check():
             # The drill-down is the column's other reader of its sorted values: made now, on
             # this column's thread, so the sorted copy is not kept for it (one per column).
@@ -111,13 +133,12 @@ class Numerical(FeatureKind[NumericalSummary]):
             return None
         if summary.n_unique > DISCRETE_MAX_UNIQUE:
             # Continuous: the reference alone already has > 5 values, no need to count the window.
-            test = self.default_stattest(summary.n, summary.n_unique)
-            return DriftScore(test, _continuous(test, summary, values, current), current.size)
+            return _continuous(self.default_stattest(summary.n, summary.n_unique), summary, values, current)
         ref_counts = summary.value_counts()
         cur_counts = discrete_counts(current)
         test = self.default_stattest(summary.n, union_unique(ref_counts, cur_counts))
         if test in (KS, WASSERSTEIN):
-            return DriftScore(test, _continuous(test, summary, values, current), current.size)
+            return _continuous(test, summary, values, current)
         return DriftScore(test, discrete_score(test, ref_counts, cur_counts), current.size)
 
     def distribution(self, summary: NumericalSummary, values: pd.Series) -> DistributionDict | None:
@@ -129,24 +150,29 @@ class Numerical(FeatureKind[NumericalSummary]):
         )
 
     def _distribution(self, summary: NumericalSummary, values: pd.Series) -> DistributionDict | None:
-        reference, current = summary.sorted_values, sorted_finite(values)
+        # Past SAMPLE_ABOVE values the window's bars are a sample's (stated with the distance).
+        reference, current = summary.sorted_values, sorted_sample(values).values
         if reference.size == 0 or current.size == 0:
             return None
         edges = edges_for(reference, current, presorted=True)
         ref_counts = sorted_histogram(reference, edges)
         cur_counts = sorted_histogram(current, edges)
-        return {
+        distance, _, sample = _wasserstein(summary, values)
+        out: DistributionDict = {
             "column_type": self.name,
             "labels": [f"[{fmt(a)}, {fmt(b)})" for a, b in zip(edges[:-1], edges[1:], strict=True)],
             "edges": [float(e) for e in edges],
             "reference": fractions(ref_counts),
             "current": fractions(cur_counts),
             "n_reference": int(reference.size),
-            "n_current": int(current.size),
+            "n_current": sample["of"] if sample else int(current.size),
             "psi": psi(ref_counts, cur_counts),
-            "wasserstein_norm": finite(_wasserstein(summary, values, current)),
+            "wasserstein_norm": finite(distance),
             "cramers_v": None,
         }
+        if sample:
+            out["sample"] = sample
+        return out
 
     def missing(self, values: pd.Series) -> np.ndarray:
         # Unparsable strings count as missing too: a feed sending "n/a" in a number is broken.

@@ -2,6 +2,7 @@
 the check's window with the effect size, read from check rows (never the samples)."""
 
 import re
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -11,8 +12,10 @@ from django.test.utils import CaptureQueriesContext
 
 from monitoring.models import CheckDistribution, PredictionSample
 from registry.reference import PREDICTION
+from tests.clock import T0
 from tests.platform.dashboard.conftest import run_check
-from tests.platform.monitoring.factories import monitored_model
+from tests.platform.monitoring.factories import monitored_model, rows, send
+from workers.drift import sorts
 
 pytestmark = pytest.mark.django_db
 
@@ -113,3 +116,27 @@ def test_checks_scored_by_another_test_are_not_drawn_on_the_same_axis(
     type(good).objects.filter(pk=good.pk).update(drift=drift)
     page = _page(staff, "feature=x1&range=all")
     assert page.count('class="pt s-realised"') == 1 and "1 check in this range used another test" in page
+
+
+def test_a_window_past_the_sample_size_says_its_distance_and_bars_are_a_samples(
+    staff: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real check of a window larger than SAMPLE_ABOVE (lowered here to 300 values): the
+    stored column names the sample and its stated error, the check page's note says it, the
+    drill-down keeps the window's own count and says its bars are a sample's."""
+    monkeypatch.setattr(sorts, "SAMPLE_ABOVE", 300)
+    monkeypatch.setattr(sorts, "SAMPLE_SIZE", 200)
+    model = monitored_model("sea", reference_rows=1500, window_size=400, min_samples=100, min_labels=100)
+    send(model, rows(400, seed=3, shift=0.3), start=T0, prefix="w")
+    check = run_check(model, T0 + timedelta(hours=1))
+    column = check.drift["columns"]["x1"]
+    assert column["method"] == "wasserstein" and column["n_current"] == 400
+    assert column["sample"]["rows"] == 200 and column["sample"]["of"] == 400 and column["sample"]["error"] > 0
+    assert "200 of the window's 400 values" in column["note"]
+    assert check.drift["columns"]["segment"].get("sample") is None  # counted tests read every value
+    stored = CheckDistribution.objects.get(quality_check=check, column="x1").payload
+    assert stored["sample"] == column["sample"] and stored["n_current"] == 400
+    assert stored["wasserstein_norm"] == column["score"]
+    page = _page(staff, f"feature=x1&range=all&check={check.pk}")
+    assert "window&#x27;s bars from a uniform sample of 200 of its 400 values" in page
+    assert "200 of the window&#x27;s 400 values" in staff.get(f"/checks/{check.pk}/").content.decode()

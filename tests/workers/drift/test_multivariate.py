@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from workers.drift import data_drift, multivariate
+from workers.drift import data_drift, multivariate, sorts
 from workers.drift.multivariate import fit_pca_drift, multivariate_drift
 
 TYPES = {"a": "numerical", "b": "numerical", "c": "numerical", "segment": "categorical"}
@@ -83,14 +83,18 @@ def test_no_multivariate_test_when_every_direction_is_kept() -> None:
     assert fit_pca_drift(two, {"a": "numerical", "b": "numerical"}) is None
 
 
-@pytest.mark.parametrize("block", [multivariate.ERROR_BLOCK_ROWS, 1000])
+@pytest.mark.parametrize(
+    ("block", "threads"), [(multivariate.ERROR_BLOCK_ROWS, False), (1000, False), (700, True)]
+)
 def test_the_window_errors_are_the_plain_formula_bit_for_bit(
-    monkeypatch: pytest.MonkeyPatch, block: int
+    monkeypatch: pytest.MonkeyPatch, block: int, threads: bool
 ) -> None:
     # The errors are computed in place and in blocks of rows to spare 160 MB temporaries on a
-    # 1M-row window (1000: three whole blocks and a part); the decision rides on their mean, so
-    # they must stay the textbook expression exactly.
+    # 1M-row window (1000: three whole blocks and a part; 700 on a large window's threads); the
+    # decision rides on their mean, so they must stay the textbook expression exactly.
     monkeypatch.setattr(multivariate, "ERROR_BLOCK_ROWS", block)
+    if threads:
+        monkeypatch.setattr(sorts, "PARALLEL_MIN_ROWS", 1000)
     reference, current = frame(5000, seed=5, correlation=0.5), frame(3000, seed=6, correlation=0.5)
     current.loc[::7, "a"] = np.nan
     model = fit_pca_drift(reference, TYPES)
