@@ -94,10 +94,14 @@ def wilson_interval(successes: int, n: int, z: float = Z_95) -> list[float | Non
 
 def _codes(values: Any, classes: Sequence[Any], what: str) -> np.ndarray:
     array = np.asarray(values)
+    if array.dtype.kind == "f" and all(type(c) is int for c in classes) and _integral(array):
+        array = array.astype(np.int64)  # 1.0 is the class 1, as the objects would match it
     if array.dtype.kind == "i" and all(type(c) is int for c in classes):
-        # Integer classes held as int64 (the columnar source's): matched as numbers, as the
-        # objects would be, without a Python int per row (5M rows: 0.28 s each side).
-        codes = pd.Categorical(array, categories=list(classes)).codes.astype(np.int64)
+        # Integer classes held as numbers (the columnar source's int64 classes; labels are
+        # float64 where some are missing): matched as numbers, as the objects would be, by a
+        # binary search of the classes (5M rows: 0.46 s per side as objects, 0.34 s through
+        # pandas' Categorical, 0.03 s here).
+        codes = _integer_codes(array, np.asarray(classes, dtype=np.int64))
     else:
         codes = pd.Categorical(np.asarray(values, dtype=object), categories=list(classes)).codes.astype(
             np.int64
@@ -107,6 +111,22 @@ def _codes(values: Any, classes: Sequence[Any], what: str) -> np.ndarray:
         examples = pd.unique(np.asarray(values, dtype=object)[unknown])[:5].tolist()
         raise ValueError(f"{what} holds values outside classes: {examples}")
     return codes
+
+
+def _integral(array: np.ndarray) -> bool:
+    """Every value a whole number int64 holds exactly (NaN and ±inf are not)."""
+    if array.size == 0:
+        return True
+    low, high = float(array.min()), float(array.max())  # NaN if any is NaN: then False below
+    return bool(-(2.0**63) <= low and high < 2.0**63 and np.array_equal(array, np.trunc(array)))
+
+
+def _integer_codes(array: np.ndarray, classes: np.ndarray) -> np.ndarray:
+    """Each value's place in ``classes`` (the first, if a class repeats), -1 for no class."""
+    order = np.argsort(classes, kind="stable")
+    ordered = classes[order]
+    at = np.minimum(np.searchsorted(ordered, array), len(ordered) - 1)
+    return np.where(ordered[at] == array, order[at], -1).astype(np.int64)
 
 
 def confusion_matrix(true_codes: np.ndarray, pred_codes: np.ndarray, k: int) -> np.ndarray:
@@ -137,13 +157,22 @@ def _bootstrap_macro_f1(confusion: np.ndarray, resamples: int, seed: int) -> lis
 
 
 def _binary_auc(scores: np.ndarray, positive: np.ndarray) -> float | None:
-    """Mann-Whitney form of ROC AUC, ties counted half (equals scikit-learn's)."""
+    """Mann-Whitney form of ROC AUC, ties counted half (equals scikit-learn's): U counts, for
+    each positive, the negatives scored below it and half those scored the same, read off the
+    two sides sorted apart (5M scores: 1.3 s by ranking them all, 0.3 s so). U is an integer
+    count (2U here), so the quotient is the ranks' own to the last bit."""
     n_pos = int(positive.sum())
     n_neg = positive.size - n_pos
     if n_pos == 0 or n_neg == 0:
         return None
-    ranks = average_ranks(scores)
-    return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+    if not np.isfinite(scores).all():  # NaN takes no place among numbers: ranked as scipy does
+        ranks = average_ranks(scores)
+        return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+    above, below = np.sort(scores[positive]), np.sort(scores[~positive])
+    lower = below.searchsorted(above, "left")
+    upper = below.searchsorted(above, "right")
+    twice_u = 2 * int(lower.sum(dtype=np.int64)) + int((upper - lower).sum(dtype=np.int64))
+    return float(twice_u / (2 * n_pos * n_neg))
 
 
 def average_ranks(values: np.ndarray) -> np.ndarray:
@@ -298,18 +327,29 @@ def regression_metrics(
     }
 
 
+def _utc(times: Any) -> pd.Series:
+    """Times as a UTC Series: aware ones as they are (parsing 10M aware times again through
+    ``to_datetime``, which looks for repeats to cache, took 1.6 s a column), others parsed."""
+    series = pd.Series(times, copy=False)
+    if isinstance(series.dtype, pd.DatetimeTZDtype):
+        return series.dt.tz_convert("UTC")
+    return pd.to_datetime(series, utc=True)
+
+
 def label_stats(prediction_times: Any, label_times: Any) -> LabelStats:
     """Label coverage and delay of a window: ``label_times`` is NaT where no label arrived yet.
 
     Delays are in seconds (median, p90, max) over the labelled samples; a label may arrive
     before its prediction is logged, which gives a negative delay and is kept as such.
     """
-    predicted = pd.to_datetime(pd.Series(prediction_times), utc=True)
-    labelled = pd.to_datetime(pd.Series(label_times), utc=True)
+    predicted, labelled = _utc(prediction_times), _utc(label_times)
     if len(predicted) != len(labelled):
         raise ValueError("prediction_times and label_times differ in length")
     has_label = labelled.notna().to_numpy()
-    delays = (labelled[has_label] - predicted[has_label]).dt.total_seconds().to_numpy()
+    # In nanoseconds as integers, then seconds as total_seconds() gives them (ns / 1e9), without
+    # pandas' masked Series (two of 10M rows: 0.5 s).
+    at_ns = labelled.array.as_unit("ns").asi8[has_label] - predicted.array.as_unit("ns").asi8[has_label]
+    delays = at_ns / 1_000_000_000
     n = len(predicted)
     quantiles = np.quantile(delays, [0.5, 0.9]) if delays.size else [np.nan, np.nan]
     return {

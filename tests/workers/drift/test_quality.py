@@ -157,3 +157,61 @@ def test_integer_labels_score_the_same_as_the_same_labels_as_objects(classes: li
     assert classification_metrics(y_true, y_pred, classes=classes) == as_objects
     with pytest.raises(ValueError, match="outside classes"):
         classification_metrics(np.r_[y_true, 7], np.r_[y_pred, 0], classes=classes)
+
+
+def _auc_by_ranks(scores: np.ndarray, positive: np.ndarray) -> float:
+    n_pos = int(positive.sum())
+    n_neg = positive.size - n_pos
+    ranks = average_ranks(scores)
+    return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+@pytest.mark.parametrize("scores", ["continuous", "rounded", "two values", "one value", "with NaN"])
+def test_the_auc_from_the_two_sides_sorted_apart_is_the_ranks_auc_to_the_bit(scores: str) -> None:
+    """U read off the positives' and negatives' sorted scores (ties half) equals the rank-sum
+    form bit for bit, and scikit-learn's to rounding; a score that is NaN takes the ranks' path."""
+    from workers.drift.quality import roc_auc
+
+    rng = np.random.default_rng(8)
+    n = 20_001
+    positive = rng.random(n) < 0.37
+    values = {
+        "continuous": rng.normal(size=n) + positive,
+        "rounded": np.round(rng.random(n) * 0.6 + 0.4 * positive, 2),
+        "two values": (rng.random(n) < 0.3 + 0.4 * positive).astype("float64"),
+        "one value": np.full(n, 0.5),
+        "with NaN": np.where(rng.random(n) < 0.01, np.nan, rng.normal(size=n) + positive),
+    }[scores]
+    got = roc_auc(positive.astype(np.int64), np.column_stack([1 - values, values]))
+    assert got == _auc_by_ranks(values, positive)
+    if scores != "with NaN":
+        assert got == pytest.approx(sk.roc_auc_score(positive, values), rel=1e-12)
+
+
+def test_float_labels_of_integer_classes_are_coded_as_numbers_like_the_objects() -> None:
+    """Labels come as float64 where some are missing: whole numbers match the int classes as
+    the objects would (1.0 is 1); a fraction or NaN is refused naming it, as before."""
+    rng = np.random.default_rng(9)
+    y_true, y_pred = rng.integers(0, 3, 4000), rng.integers(0, 3, 4000)
+    as_objects = classification_metrics(y_true.astype(object), y_pred, classes=[2, 0, 1])
+    assert classification_metrics(y_true.astype("float64"), y_pred, classes=[2, 0, 1]) == as_objects
+    for bad in (1.5, np.nan, 2.0**70):
+        with pytest.raises(ValueError, match="outside classes"):
+            classification_metrics(np.r_[y_true.astype("float64"), bad], np.r_[y_pred, 0], classes=[0, 1, 2])
+
+
+def test_label_stats_of_aware_times_equal_those_of_the_same_times_as_objects() -> None:
+    rng = np.random.default_rng(10)
+    predicted = pd.Series(
+        pd.DatetimeIndex([T0] * 500, tz="UTC") + pd.to_timedelta(rng.integers(0, 10**6, 500), "s")
+    )
+    delays = pd.to_timedelta(rng.integers(-100, 10**5, 500), "ms")
+    labelled = (predicted + delays).where(rng.random(500) < 0.6)
+    as_objects = label_stats(  # Python datetimes and None: parsed by to_datetime, as before
+        list(predicted.dt.to_pydatetime()), [None if pd.isna(t) else t.to_pydatetime() for t in labelled]
+    )
+    assert label_stats(predicted, labelled) == as_objects
+    assert (
+        label_stats(predicted, labelled)["label_delay_max_s"]
+        == delays[labelled.notna()].max().total_seconds()
+    )
