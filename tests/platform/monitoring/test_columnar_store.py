@@ -569,3 +569,18 @@ def test_the_index_rows_references_are_kept_by_django_without_a_trigger_per_row(
                 " AND contype = 'f'"
             )
             assert cursor.fetchone()[0] == 0
+
+
+def test_part_times_become_aware_nanoseconds_as_pandas_made_them_and_out_of_range_is_refused() -> None:
+    """The parts' microseconds, cast by Arrow and taken by pandas as integers, equal pandas' own
+    unit change (before 1970, at a microsecond, across chunks, empty); a time past what
+    nanoseconds hold is refused as pandas refused it, not wrapped around."""
+    micros = [[-(10**15), -1, 0, 1], [], [1_796_000_000_123_456, 7_000_000_000_000_000]]
+    column = pa.chunked_array([pa.array(c, pa.timestamp("us", tz="UTC")) for c in micros])
+    got = columnar_source._times(column)
+    assert str(got.dtype) == "datetime64[ns, UTC]"
+    assert list(got) == list(pd.DatetimeIndex(column.to_pandas()).as_unit("ns"))
+    assert len(columnar_source._times(pa.chunked_array([], pa.timestamp("us", tz="UTC")))) == 0
+    past = pa.chunked_array([pa.array([0, 9_300_000_000_000_000], pa.timestamp("us", tz="UTC"))])
+    with pytest.raises(pd.errors.OutOfBoundsDatetime):
+        columnar_source._times(past)
