@@ -123,7 +123,8 @@ def test_a_window_past_the_sample_size_says_its_distance_and_bars_are_a_samples(
 ) -> None:
     """A real check of a window larger than SAMPLE_ABOVE (lowered here to 300 values): the
     stored column names the sample and its stated error, the check page's note says it, the
-    drill-down keeps the window's own count and says its bars are a sample's."""
+    drill-down keeps the window's own count and says its bars are a sample's; the multivariate
+    error's mean is a sample's, said on the check page."""
     monkeypatch.setattr(sorts, "SAMPLE_ABOVE", 300)
     monkeypatch.setattr(sorts, "SAMPLE_SIZE", 200)
     model = monitored_model("sea", reference_rows=1500, window_size=400, min_samples=100, min_labels=100)
@@ -139,4 +140,8 @@ def test_a_window_past_the_sample_size_says_its_distance_and_bars_are_a_samples(
     assert stored["wasserstein_norm"] == column["score"]
     page = _page(staff, f"feature=x1&range=all&check={check.pk}")
     assert "window&#x27;s bars from a uniform sample of 200 of its 400 values" in page
-    assert "200 of the window&#x27;s 400 values" in staff.get(f"/checks/{check.pk}/").content.decode()
+    detail = staff.get(f"/checks/{check.pk}/").content.decode()
+    assert "200 of the window&#x27;s 400 values" in detail
+    multivariate = check.drift["multivariate"]  # the PCA error's mean: a sample of the rows too
+    assert multivariate["sample"]["rows"] == 200 and multivariate["sample"]["of"] == 400
+    assert "a uniform sample of 200 of the window's 400 rows" in detail  # the template's own text

@@ -131,3 +131,38 @@ def test_frequency_encoding_by_distinct_value_equals_the_lookup_row_by_row() -> 
         got = _frequency_encoded(values, shares)
         assert got.dtype == np.float64
         np.testing.assert_array_equal(got, row_by_row(values))
+
+
+def test_a_very_large_windows_mean_error_from_a_sample_states_its_standard_error_and_widens_the_band(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Past SAMPLE_ABOVE rows (lowered here to 20,000, samples of 20,000: half the window, so
+    the finite population's factor counts) the mean error is a uniform sample's: over 150 draws
+    its spread around the whole window's mean is the stated standard error (0.8-1.2 of it), the band is the whole window's widened by exactly that
+    variance, and decisions hold (a decorrelation found, a clean window not). At or below the
+    size every row is scored, as before."""
+    monkeypatch.setattr(sorts, "SAMPLE_ABOVE", 20_000)
+    monkeypatch.setattr(sorts, "SAMPLE_SIZE", 20_000)
+    model = fit_pca_drift(frame(5000, seed=1, correlation=0.9), TYPES)
+    assert model is not None
+    window = frame(40_000, seed=12, correlation=0.9)
+    whole = float(model.errors(window).mean())
+    differences, stated = [], []
+    for seed in range(150):
+        monkeypatch.setattr(sorts, "SAMPLE_SEED", seed)
+        result = multivariate_drift(model, window)
+        sample = result["sample"]
+        assert sample["rows"] == 20_000 and sample["of"] == 40_000
+        differences.append(result["score"] - whole)
+        stated.append(sample["error"])
+        plain = model.band(40_000)
+        widened = model.band(40_000, sample["error"] ** 2)
+        assert result["band"] == list(widened) and widened[1] > plain[1]
+    assert 0.8 <= np.std(differences) / np.mean(stated) <= 1.2
+    assert abs(np.mean(differences)) < 3 * np.mean(stated) / np.sqrt(150)  # unbiased
+    assert multivariate_drift(model, frame(40_000, seed=3, correlation=0.6))["drifted"] is True
+    assert multivariate_drift(model, frame(40_000, seed=4, correlation=0.9))["drifted"] is False
+    small = frame(20_000, seed=5, correlation=0.9)
+    exact = multivariate_drift(model, small)
+    assert "sample" not in exact and exact["score"] == float(model.errors(small).mean())
+    assert exact["band"] == list(model.band(20_000))
