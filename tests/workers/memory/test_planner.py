@@ -165,6 +165,9 @@ def test_cpu_budget_offers_mixed_precision_and_checkpointing_when_one_sample_doe
 
 
 def test_the_planner_never_generates_a_batch_s_rows():
+    # A cold plan: test_plan_needs_only_a_few_traces plans the same model, budget and shapes, and
+    # a warm cache would trace nothing here (the traces are what this test looks at).
+    clear_trace_cache()
     built: list[bool] = []
 
     def make_batch(n: int):
