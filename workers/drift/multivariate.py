@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from workers.drift import sorts
-from workers.drift.sorts import each_column, memo, sample_positions
+from workers.drift.sorts import each_column, shared_sample_positions
 from workers.drift.stats import SampleDict
 from workers.features.registry import feature_type
 
@@ -224,8 +224,7 @@ def multivariate_drift(model: PcaDrift, frame: pd.DataFrame) -> MultivariateDrif
     sample: SampleDict | None = None
     sampling_variance = 0.0
     if n > sorts.SAMPLE_ABOVE:
-        positions = memo(("sample positions", n), None, lambda: sample_positions(n))
-        errors = model.errors(frame, positions)
+        errors = model.errors(frame, shared_sample_positions(n))
         m = errors.size
         sampling_variance = float(errors.var(ddof=1)) / m * (1 - m / n)
         sample = {"rows": int(m), "of": int(n), "error": float(np.sqrt(sampling_variance))}

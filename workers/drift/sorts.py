@@ -118,8 +118,13 @@ def _sorted_sample(series: pd.Series) -> SortedSample:
     if finite.size <= SAMPLE_ABOVE:
         values = sorted_finite(series)
         return SortedSample(values, values.size)
-    positions = memo(("sample positions", finite.size), None, lambda: sample_positions(finite.size))
-    return SortedSample(np.sort(finite[positions]), finite.size)
+    return SortedSample(np.sort(finite[shared_sample_positions(finite.size)]), finite.size)
+
+
+def shared_sample_positions(total: int) -> np.ndarray:
+    """``sample_positions(total)``, drawn once per check for every reader of a window of that size
+    (the columns' distance tests, the PCA error's mean)."""
+    return memo(("sample positions", total), None, lambda: sample_positions(total))
 
 
 def sample_positions(total: int) -> np.ndarray:
