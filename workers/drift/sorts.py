@@ -111,14 +111,12 @@ def sorted_sample(series: pd.Series) -> SortedSample:
 
 
 def _sorted_sample(series: pd.Series) -> SortedSample:
-    if len(series) <= SAMPLE_ABOVE:
-        values = sorted_finite(series)
-        return SortedSample(values, values.size)
-    finite = finite_values(series)
-    if finite.size <= SAMPLE_ABOVE:
-        values = sorted_finite(series)
-        return SortedSample(values, values.size)
-    return SortedSample(np.sort(finite[shared_sample_positions(finite.size)]), finite.size)
+    if len(series) > SAMPLE_ABOVE:
+        finite = finite_values(series)
+        if finite.size > SAMPLE_ABOVE:
+            return SortedSample(np.sort(finite[shared_sample_positions(finite.size)]), finite.size)
+    values = sorted_finite(series)
+    return SortedSample(values, values.size)
 
 
 def shared_sample_positions(total: int) -> np.ndarray:

@@ -39,11 +39,12 @@ from workers.features.base import DriftScore, FeatureKind, InvalidValue
 from workers.features.registry import register_feature_type
 
 
-def _continuous(
-    test: StatTest, summary: NumericalSummary, values: pd.Series, current: np.ndarray
-) -> DriftScore | None:
+def _continuous(test: StatTest, summary: NumericalSummary, values: pd.Series) -> DriftScore | None:
     if test is WASSERSTEIN:
-        return _wasserstein_score(summary, values)
+        return _wasserstein_score(summary, values)  # a large window's sample: no full sort
+    current = sorted_finite(values)
+    if current.size == 0:
+        return None
     return DriftScore(test, continuous_score(test, summary, current), current.size)
 
 
@@ -116,11 +117,7 @@ class Numerical(FeatureKind[NumericalSummary]):
         return discrete_stattest(n_reference, n_unique)
 
     def drift(self, summary: NumericalSummary, values: pd.Series) -> DriftScore | None:
-        continuous = summary.n_unique > DISCRETE_MAX_UNIQUE
-        if continuous and self.default_stattest(summary.n, summary.n_unique) is WASSERSTEIN:
-            scored = _wasserstein_score(summary, values)  # a large window's sample: no full sort
-        else:
-            scored = self._drift(summary, values, sorted_finite(values))
+        scored = self._drift(summary, values)
         if in_check():
             # The drill-down is the column's other reader of its sorted values: made now, on
             # this column's thread, so the sorted copy is not kept for it (one per column).
@@ -128,17 +125,20 @@ class Numerical(FeatureKind[NumericalSummary]):
             release_sorted(values)
         return scored
 
-    def _drift(self, summary: NumericalSummary, values: pd.Series, current: np.ndarray) -> DriftScore | None:
-        if summary.n == 0 or current.size == 0:
+    def _drift(self, summary: NumericalSummary, values: pd.Series) -> DriftScore | None:
+        if summary.n == 0:
             return None
         if summary.n_unique > DISCRETE_MAX_UNIQUE:
             # Continuous: the reference alone already has > 5 values, no need to count the window.
-            return _continuous(self.default_stattest(summary.n, summary.n_unique), summary, values, current)
+            return _continuous(self.default_stattest(summary.n, summary.n_unique), summary, values)
+        current = sorted_finite(values)
+        if current.size == 0:
+            return None
         ref_counts = summary.value_counts()
         cur_counts = discrete_counts(current)
         test = self.default_stattest(summary.n, union_unique(ref_counts, cur_counts))
         if test in (KS, WASSERSTEIN):
-            return _continuous(test, summary, values, current)
+            return _continuous(test, summary, values)
         return DriftScore(test, discrete_score(test, ref_counts, cur_counts), current.size)
 
     def distribution(self, summary: NumericalSummary, values: pd.Series) -> DistributionDict | None:
@@ -151,7 +151,8 @@ class Numerical(FeatureKind[NumericalSummary]):
 
     def _distribution(self, summary: NumericalSummary, values: pd.Series) -> DistributionDict | None:
         # Past SAMPLE_ABOVE values the window's bars are a sample's (stated with the distance).
-        reference, current = summary.sorted_values, sorted_sample(values).values
+        window = sorted_sample(values)
+        reference, current = summary.sorted_values, window.values
         if reference.size == 0 or current.size == 0:
             return None
         edges = edges_for(reference, current, presorted=True)
@@ -165,7 +166,7 @@ class Numerical(FeatureKind[NumericalSummary]):
             "reference": fractions(ref_counts),
             "current": fractions(cur_counts),
             "n_reference": int(reference.size),
-            "n_current": sample["of"] if sample else int(current.size),
+            "n_current": window.total,
             "psi": psi(ref_counts, cur_counts),
             "wasserstein_norm": finite(distance),
             "cramers_v": None,
