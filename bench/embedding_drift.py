@@ -3,7 +3,7 @@ earlier classifier_mw) beside evidently's default embedding test (model) as the 
 and, in the power table, evidently's four methods (model, ratio, distance, mmd; mmd with
 bootstrap too) called as evidently's classes on the same data in the same run.
 
-    nice -n 10 .venv/bin/python bench/embedding_drift.py [--null-runs 2000,2000,1000,1000,200]
+    nice -n 10 .venv/bin/python bench/embedding_drift.py [--null-runs 20000,20000,4000,4000,1000]
         [--runs 20] [--sizes 100,200,500,1000,5000] [--skip timing] [--peer none] [--quick]
 
 The full default run takes hours on this 2-CPU machine (run it under nice, in the background);
@@ -428,10 +428,16 @@ def _grades(text: str) -> dict[str, list[float]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="100,200,500,1000,5000", help="rows per side (false alarms)")
-    # mean_perm costs 0.03-0.4 s a run: thousands of runs per cell take minutes, and a cell's 2-SE
-    # bound is then tight (an exact test at 100 runs still read 0.110 at 768 dims, n = 100: 7,000
-    # runs over six seeds there gave 0.050).
-    parser.add_argument("--null-runs", default="2000,2000,1000,1000,200", help="runs per size (false alarms)")
+    # mean_perm costs 0.01-0.4 s a run. Runs per cell follow its cost (20,000 where a run takes
+    # under 25 ms): every cell is judged against alpha + 2 Monte-Carlo SE, and an exact test fails
+    # that bound in a cell about 2.3% of the time whatever the run count, but with fewer runs its
+    # Monte-Carlo error decides more (at 2,000 runs per cell the 384-dim, n = 200 stream read
+    # 0.0635 over its bound of 0.0597 on its first 2,000 draws, 0.0537 over 6,000; an exact test at
+    # 100 runs read 0.110 at 768 dims, n = 100, where 7,000 runs over six seeds gave 0.050). The
+    # streams are unchanged (seed n + dim per cell): more runs continue them, the early draws kept.
+    parser.add_argument(
+        "--null-runs", default="20000,20000,4000,4000,1000", help="runs per size (false alarms)"
+    )
     parser.add_argument("--classifier-null-runs", type=int, default=40, help="runs for model/classifier_mw")
     parser.add_argument(
         "--null-seed",
