@@ -37,6 +37,7 @@ from monitoring.window import (
 )
 from registry.models import ModelVersion, RegisteredModel, VersionStatus
 from registry.reference import LABEL, PREDICTION, PROBA_PREFIX
+from registry.schema import model_schema
 from workers import queues
 from workers.drift import data_drift
 from workers.drift.cbpe import BINARY_METRICS, estimate_classifier_metrics
@@ -421,6 +422,14 @@ def _pair_estimate(estimated: EstimatedDict, metrics: Metrics | dict[str, Any]) 
             entry["error"] = guess - value
 
 
+def _segment_features(model: RegisteredModel, segments: Any) -> list[str]:
+    """The features a refresh reads: those its stored segments are cut by (that the model still
+    has), no other. The realised side needs labels, predictions and probabilities; a 10M window's
+    twenty features were read and held for nothing (GiBs, seconds)."""
+    kinds = model_schema(model).feature_kinds
+    return [name for name in segments if name in kinds] if isinstance(segments, dict) else []
+
+
 def check_labels_refresh(*, check: QualityCheck) -> bool:
     """Recompute the realised side of a finished check once more of its samples have labels.
 
@@ -436,7 +445,13 @@ def check_labels_refresh(*, check: QualityCheck) -> bool:
     labelled_now = window_label_count(model=model, start=window.start, end=window.end, last_n=window.last_n)
     if labelled_now <= check.n_labelled:
         return False
-    loaded = window_load(model=model, start=window.start, end=window.end, last_n=window.last_n)
+    loaded = window_load(
+        model=model,
+        start=window.start,
+        end=window.end,
+        last_n=window.last_n,
+        columns=_segment_features(model, check.segments),
+    )
     policy = policy_for(model)
     realised = _realised(model, policy, loaded.frame)
     estimated = cast(EstimatedDict, copy.deepcopy(check.estimated))  # as the engine stored it

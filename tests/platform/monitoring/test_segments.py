@@ -223,3 +223,36 @@ def test_late_labels_fill_in_each_segments_realised_quality() -> None:
     assert late["metrics"]["accuracy"] < 0.7
     assert late["estimated"]["realised"] == late["metrics"]["accuracy"]
     assert late["decisions"]["accuracy_drop"] is None  # decided when the check ran, without labels
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("segments", [[{"feature": "segment"}], []])
+def test_a_refresh_reads_no_feature_but_those_its_segments_are_cut_by(
+    segments: list[dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import monitoring.checks as checks
+    from monitoring.services import labels_ingest
+
+    model = monitored_model(**(SEGMENTED | {"segments": segments}))
+    data = spoiled(1000, seed=5)
+    send(model, data, start=T0, prefix="late", labelled=False)
+    check = check_at(model, 1)
+    labels_ingest(
+        model=model, body={"labels": [{"id": f"late{i}", "label": r["label"]} for i, r in enumerate(data)]}
+    )
+    read: list[list[str]] = []
+
+    def window_load(**kwargs: Any) -> Any:
+        window = load(**kwargs)
+        read.append([c for c in window.frame.columns if c in data[0]["features"]])
+        return window
+
+    load = checks.window_load
+    monkeypatch.setattr(checks, "window_load", window_load)
+    assert checks.check_labels_refresh(check=check)
+    assert read == [[s["feature"] for s in segments]]
+    check.refresh_from_db()
+    assert check.n_labelled == check.n_samples == 1000
+    assert 0.7 < check.metrics["accuracy"] < 0.95  # segment c's flips (40% of a fifth) in the whole
+    if segments:
+        assert entry(check, "segment=c")["metrics"]["accuracy"] < 0.7
