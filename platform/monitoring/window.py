@@ -225,11 +225,56 @@ def _window_sql(
     return sql
 
 
+# A label carries its prediction's timestamp (``sample_at``), so the window's labels are a range
+# scan of the labels alone; a label that came before its prediction (``sample_at`` still NULL
+# until the compaction task's labels_meet_predictions) is found through the predictions, on the
+# partial index of waiting labels. They are placed on the window's rows by sample id, so a
+# compaction or an ingestion committing between the parts' listing and this read changes
+# nothing: the ids do not move. (Joined to the index rows, 500,000 labels of a 1M window took
+# 0.85-1.0 s in PostgreSQL, a hash join spilling to disk; by range 0.32 s, placed in 0.18 s.)
+LABELS_IN_RANGE = """
+SELECT g.sample_id, g.label, COALESCE(g.labelled_at, g.received_at) AS known FROM monitoring_groundtruth g
+WHERE g.model_id = %s AND g.sample_at < %s {since_label} {share}
+UNION ALL
+SELECT g.sample_id, g.label, COALESCE(g.labelled_at, g.received_at) FROM monitoring_groundtruth g
+JOIN monitoring_predictionsample s ON s.model_id = g.model_id AND s.sample_id = g.sample_id
+WHERE g.model_id = %s AND g.sample_at IS NULL AND s.timestamp < %s {since_sample} {share}
+"""
+# One of several statements that read a window's labels together: (k, n) takes the labels whose
+# id is k modulo n (None: all of them).
+Share = tuple[int, int] | None
+
+
+def labels_in_range_sql(
+    model: RegisteredModel, start: datetime | None, end: datetime, params: list[Any], share: Share = None
+) -> str:
+    since_label = since_sample = ""
+    params += [model.pk, _db_time(end)]
+    if start is not None:
+        since_label = "AND g.sample_at >= %s"
+        params.append(_db_time(start))
+    params += [model.pk, _db_time(end)]
+    if start is not None:
+        since_sample = "AND s.timestamp >= %s"
+        params.append(_db_time(start))
+    part = f"AND mod(g.id, {int(share[1])}) = {int(share[0])}" if share is not None else ""
+    return LABELS_IN_RANGE.format(since_label=since_label, since_sample=since_sample, share=part)
+
+
 def window_label_count(
     *, model: RegisteredModel, start: datetime | None, end: datetime, last_n: int | None = None
 ) -> int:
-    """How many of the window's samples have a label now (one cheap query, no rows fetched)."""
-    return _window_count(model, "g.id", start, end, last_n)
+    """How many of the window's samples have a label now (one cheap query, no rows fetched). A
+    time range counts its labels by their predictions' timestamps, as the columnar source reads
+    them (a scan of the labels' index: a 10M window's 5,000,000 labels joined to its samples took
+    3.4 s); the last N samples are found by joining."""
+    if last_n is not None:
+        return _window_count(model, "g.id", start, end, last_n)
+    params: list[Any] = []
+    sql = f"SELECT count(*) FROM ({labels_in_range_sql(model, start, end, params)}) w"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return int(cursor.fetchone()[0])
 
 
 def window_sample_count(

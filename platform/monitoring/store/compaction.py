@@ -45,7 +45,7 @@ def parts_compact_due(*, now: datetime | None = None) -> int:
 def labels_meet_predictions() -> int:
     """Give each label that came before its prediction its prediction's timestamp, now that the
     prediction is in → labels given one. A window finds a waiting label through the predictions
-    (``source._LABELS_IN_RANGE``); this keeps that path short. Run by the compaction task."""
+    (``window.LABELS_IN_RANGE``); this keeps that path short. Run by the compaction task."""
     waiting = GroundTruth.objects.filter(sample_at__isnull=True)
     given = 0
     for model_id in waiting.values_list("model_id", flat=True).distinct().order_by():

@@ -30,7 +30,7 @@ from monitoring.models import PredictionSample
 from monitoring.pg import server_cursor
 from monitoring.samples import SampleColumns, WindowBounds, register_sample_source
 from monitoring.store.parts import FEATURE, PROBA, hour_of, part_read
-from monitoring.window import Kinds, _db_time, _feature_kinds
+from monitoring.window import Kinds, Share, _db_time, _feature_kinds, labels_in_range_sql
 from registry.models import RegisteredModel
 from registry.reference import LABEL, PREDICTION, PROBA_PREFIX
 
@@ -153,21 +153,6 @@ class WindowLabels(NamedTuple):
     received: np.ndarray
 
 
-# A label carries its prediction's timestamp (``sample_at``), so the window's labels are a range
-# scan of the labels alone; a label that came before its prediction (``sample_at`` still NULL
-# until the compaction task's labels_meet_predictions) is found through the predictions, on the
-# partial index of waiting labels. They are placed on the window's rows by sample id, so a
-# compaction or an ingestion committing between the parts' listing and this read changes
-# nothing: the ids do not move. (Joined to the index rows, 500,000 labels of a 1M window took
-# 0.85-1.0 s in PostgreSQL, a hash join spilling to disk; by range 0.32 s, placed in 0.18 s.)
-_LABELS_IN_RANGE = """
-SELECT g.sample_id, g.label, COALESCE(g.labelled_at, g.received_at) AS known FROM monitoring_groundtruth g
-WHERE g.model_id = %s AND g.sample_at < %s {since_label} {share}
-UNION ALL
-SELECT g.sample_id, g.label, COALESCE(g.labelled_at, g.received_at) FROM monitoring_groundtruth g
-JOIN monitoring_predictionsample s ON s.model_id = g.model_id AND s.sample_id = g.sample_id
-WHERE g.model_id = %s AND g.sample_at IS NULL AND s.timestamp < %s {since_sample} {share}
-"""
 # On PostgreSQL they come back as two bytea values: fixed-width records in the types' binary send
 # forms (big-endian: the id's length, the class code matched by the server or the float label,
 # timestamptz_send's microseconds since 2000-01-01) and the ids' bytes end to end, which Arrow
@@ -180,27 +165,6 @@ FROM ({labels}) w
 _CLASS_CODE = "int4send(COALESCE(array_position(%s::text[], w.label #>> '{}'), 0) - 1)"
 _NUMBER = "float8send(CASE WHEN jsonb_typeof(w.label) = 'number' THEN (w.label)::float8 ELSE 'NaN' END)"
 _EPOCH_2000_US = 946_684_800_000_000  # 2000-01-01 in microseconds since 1970-01-01
-
-
-# One of several statements that read a window's labels together: (k, n) takes the labels whose
-# id is k modulo n (None: all of them).
-Share = tuple[int, int] | None
-
-
-def _labels_sql(
-    model: RegisteredModel, start: datetime | None, end: datetime, params: list[Any], share: Share = None
-) -> str:
-    since_label = since_sample = ""
-    params += [model.pk, _db_time(end)]
-    if start is not None:
-        since_label = "AND g.sample_at >= %s"
-        params.append(_db_time(start))
-    params += [model.pk, _db_time(end)]
-    if start is not None:
-        since_sample = "AND s.timestamp >= %s"
-        params.append(_db_time(start))
-    part = f"AND mod(g.id, {int(share[1])}) = {int(share[0])}" if share is not None else ""
-    return _LABELS_IN_RANGE.format(since_label=since_label, since_sample=since_sample, share=part)
 
 
 def window_labels(
@@ -298,7 +262,9 @@ def _labels_read(
         if model.is_classification:
             label = _CLASS_CODE
             params.append([str(c) for c in model.classes])
-        sql = _LABELS_POSTGRES.format(label=label, labels=_labels_sql(model, start, end, params, share))
+        sql = _LABELS_POSTGRES.format(
+            label=label, labels=labels_in_range_sql(model, start, end, params, share)
+        )
         with server_cursor() as cursor:  # binary results: the bytea as is, not as hex text
             cursor.execute(sql, params, binary=True)
             raw, ids = cursor.fetchone() or (None, None)
@@ -311,7 +277,7 @@ def _labels_read(
             rows["label"].astype("int64" if model.is_classification else "float64"),
             rows["received"].astype("int64") + _EPOCH_2000_US,
         )
-    sql = _labels_sql(model, start, end, params, share)
+    sql = labels_in_range_sql(model, start, end, params, share)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         found = cursor.fetchall()
