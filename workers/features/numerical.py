@@ -39,10 +39,13 @@ from workers.features.base import DriftScore, FeatureKind, InvalidValue
 from workers.features.registry import register_feature_type
 
 
-def _continuous(test: StatTest, summary: NumericalSummary, values: pd.Series) -> DriftScore | None:
+def _continuous(
+    test: StatTest, summary: NumericalSummary, values: pd.Series, current: np.ndarray | None = None
+) -> DriftScore | None:
+    """``current``: the window's sorted finite values where the caller has them already."""
     if test is WASSERSTEIN:
         return _wasserstein_score(summary, values)  # a large window's sample: no full sort
-    current = sorted_finite(values)
+    current = sorted_finite(values) if current is None else current
     if current.size == 0:
         return None
     return DriftScore(test, continuous_score(test, summary, current), current.size)
@@ -138,7 +141,7 @@ class Numerical(FeatureKind[NumericalSummary]):
         cur_counts = discrete_counts(current)
         test = self.default_stattest(summary.n, union_unique(ref_counts, cur_counts))
         if test in (KS, WASSERSTEIN):
-            return _continuous(test, summary, values)
+            return _continuous(test, summary, values, current)
         return DriftScore(test, discrete_score(test, ref_counts, cur_counts), current.size)
 
     def distribution(self, summary: NumericalSummary, values: pd.Series) -> DistributionDict | None:
