@@ -8,9 +8,11 @@ import copy
 import logging
 import uuid
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
+import numpy as np
 import pandas as pd
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -39,13 +41,14 @@ from registry.models import ModelVersion, RegisteredModel, VersionStatus
 from registry.reference import LABEL, PREDICTION, PROBA_PREFIX
 from registry.schema import model_schema
 from workers import queues
-from workers.drift import data_drift
+from workers.drift import data_drift, sorts
 from workers.drift.cbpe import BINARY_METRICS, estimate_classifier_metrics
-from workers.drift.data_quality import data_quality
+from workers.drift.data_quality import column_quality, quality_result
 from workers.drift.decisions import Decisions, Thresholds, decisions_make, realised_decide
 from workers.drift.descriptors import descriptor_drift
 from workers.drift.distribution import DistributionDict, column_distribution
 from workers.drift.dle import REGRESSOR_METRICS, estimate_regressor_metrics
+from workers.drift.engine import ColumnDrift, ColumnDriftDict, column_drift, drift_result
 from workers.drift.estimation import Estimate
 from workers.drift.multivariate import multivariate_drift
 from workers.drift.quality import Metrics, classification_metrics, label_stats, regression_metrics
@@ -58,7 +61,7 @@ from workers.drift.result import (
     estimate_read,
     metrics_read,
 )
-from workers.drift.sorts import each_column, shared_sorts
+from workers.drift.sorts import each_column, release_column, shared_sample_positions, shared_sorts
 from workers.drift.summary import ColumnType
 from workers.drift.thresholds import MIN_BAND_CHUNKS
 
@@ -196,8 +199,15 @@ def quality_check_run(*, model_id: int, window: WindowSpec, owner: str = "") -> 
 
 def _compute_into(row: QualityCheck, model: RegisteredModel, spec: WindowSpec) -> None:
     policy = policy_for(model)
+    # Past SAMPLE_ABOVE rows the PCA reads a sample of rows, so no step needs every feature at
+    # once: the source may leave them to be read one at a time (``_features_measure``).
     window = window_load(
-        model=model, start=spec.start, end=spec.end, last_n=spec.last_n, labelled_only=spec.labelled_only
+        model=model,
+        start=spec.start,
+        end=spec.end,
+        last_n=spec.last_n,
+        labelled_only=spec.labelled_only,
+        defer_above=sorts.SAMPLE_ABOVE,
     )
     if window.frame.empty:
         _store_skipped(row, window, reason=skip_reason(spec))
@@ -315,7 +325,7 @@ def _check_compute(
     measures: Measures = {
         "metrics": realised["metrics"],
         # DLE (regression) estimates from the features; CBPE from the probabilities alone.
-        "estimated": _estimate(model, frame, reference, policy.metric)
+        "estimated": _estimate(model, window, reference, policy.metric)
         if enough and (raw_features or model.is_classification)
         else {},
         "drift": {},
@@ -326,29 +336,20 @@ def _check_compute(
     if reference is not None and len(frame):
         columns = {n: t for n, t in drift_columns(model, frame).items() if n in reference.summary.columns}
         features = {n: t for n, t in columns.items() if n != PREDICTION}
-        if raw_features:
-            measures["data_quality"] = data_quality(
-                frame, features, categories=reference.summary.categories()
-            )
-        if enough and raw_features:
-            drift = data_drift(
-                reference.summary,
-                frame,
-                features,
-                drift_share=policy.drift_share,
-                methods=policy_drift_methods(policy),
-            ).to_dict()
-            if descriptors := descriptor_drift(reference.summary, frame, features):
-                drift["descriptors"] = descriptors
-            if reference.multivariate is not None:
-                drift["multivariate"] = multivariate_drift(reference.multivariate, frame)
-            measures["drift"] = drift
+        found = _features_measure(window, reference, features, policy, drift=enough) if raw_features else None
+        if found is not None:
+            measures["data_quality"] = found.quality
+            if enough:
+                measures["drift"] = found.drift
         if enough and PREDICTION in columns:
             pred = data_drift(reference.summary, frame, {PREDICTION: columns[PREDICTION]})
             measures["prediction_drift"] = pred.columns[PREDICTION].to_dict()
         if enough:
-            kept = columns if raw_features else {n: t for n, t in columns.items() if n == PREDICTION}
-            distributions = _distributions(reference, frame, kept)
+            kept = {n: t for n, t in columns.items() if n == PREDICTION}
+            distributions = {
+                **(found.distributions if found else {}),
+                **_distributions(reference, frame, kept),
+            }
     _pair_estimate(measures["estimated"], measures["metrics"])
     out: CheckResultDict = {
         "n_samples": int(len(frame)),
@@ -367,6 +368,85 @@ def _check_compute(
     if distributions is not None:
         out["distributions"] = distributions
     return out
+
+
+@dataclass
+class _ColumnMeasures:
+    quality: dict[str, Any]
+    drift: ColumnDrift | None = None
+    descriptors: dict[str, ColumnDriftDict] | None = None
+    distribution: DistributionDict | None = None
+    sample: np.ndarray | None = None  # the PCA's sampled rows of it, taken while it was read
+
+
+@dataclass(frozen=True)
+class _FeatureMeasures:
+    quality: dict[str, Any]
+    drift: dict[str, Any]  # DriftDict, with "descriptors" and "multivariate" where measured
+    distributions: dict[str, DistributionDict]
+
+
+def _features_measure(
+    window: Window,
+    reference: ReferenceState,
+    features: dict[str, ColumnType],
+    policy: MonitoringPolicy,
+    *,
+    drift: bool,
+) -> _FeatureMeasures:
+    """Data quality, and with ``drift`` each feature's drift, descriptors and drill-down, and the
+    multivariate drift: a column at a time (on a thread per CPU for a large window), each
+    column's tests one after another while it is read, the column then let go. A window whose
+    features are deferred holds one column per thread, never all of them: 20 float64 features
+    of 10M rows were 1.5 GiB held for the whole check. The same results as ``data_quality``,
+    ``data_drift``, ``descriptor_drift`` and the drill-down run one after another."""
+    summary = reference.summary
+    n = len(window.frame)
+    missing = [name for name in features if not window.has(name)]
+    if missing:
+        raise ValueError(f"columns missing from the data: {missing}")
+    allowed = summary.categories()
+    methods = policy_drift_methods(policy)
+    pca = reference.multivariate if drift else None
+    # Past SAMPLE_ABOVE rows the PCA reads a sample of rows: each of its columns' sample is taken
+    # while the column is read, not by reading it again.
+    sampled = shared_sample_positions(n) if pca is not None and n > sorts.SAMPLE_ABOVE else None
+
+    def measure(name: str) -> _ColumnMeasures:
+        values, kind = window.feature(name), features[name]
+        out = _ColumnMeasures(column_quality(values, kind, allowed.get(name), n))
+        if drift:
+            out.drift = column_drift(summary.column(name), values, kind, methods.get(kind))
+            out.descriptors = descriptor_drift(summary, {name: values}, {name: kind}).get(name)
+            out.distribution = column_distribution(summary.column(name), values, kind)
+            if sampled is not None and pca is not None and name in pca.columns:
+                out.sample = values.to_numpy()[sampled]
+        release_column(values)
+        return out
+
+    names = list(features)
+    found = dict(zip(names, each_column(measure, names, n), strict=True))
+    quality = quality_result({name: m.quality for name, m in found.items()}, n)
+    if not drift:
+        return _FeatureMeasures(quality, {}, {})
+    result: dict[str, Any] = dict(
+        drift_result(
+            {name: cast(ColumnDrift, m.drift) for name, m in found.items()}, policy.drift_share
+        ).to_dict()
+    )
+    if descriptors := {name: m.descriptors for name, m in found.items() if m.descriptors}:
+        result["descriptors"] = descriptors
+    if pca is not None:
+        if sampled is not None:
+            rows = {
+                c: found[c].sample if c in found else window.feature(c).to_numpy()[sampled]
+                for c in pca.columns
+            }
+            result["multivariate"] = multivariate_drift(pca, pd.DataFrame(rows), sampled_from=n)
+        else:
+            result["multivariate"] = multivariate_drift(pca, window.with_features(pca.columns))
+    distributions = {name: m.distribution for name, m in found.items() if m.distribution is not None}
+    return _FeatureMeasures(quality, result, distributions)
 
 
 def _distributions(
@@ -541,10 +621,11 @@ def _per_version(
 
 
 def _estimate(
-    model: RegisteredModel, frame: pd.DataFrame, reference: ReferenceState | None, metric: str
+    model: RegisteredModel, window: Window, reference: ReferenceState | None, metric: str
 ) -> EstimatedDict:
+    frame = window.frame
     if not model.is_classification:
-        return _estimate_regression(frame, reference, metric)
+        return _estimate_regression(window, reference, metric)
     if reference is not None and reference.estimate_unavailable:
         # Say so rather than report a constant: a degenerate calibrator reads 1.000 forever.
         return _unavailable(reference.estimate_unavailable)
@@ -577,10 +658,13 @@ def _unavailable(reason: str) -> EstimatedDict:
     return {"metric": "accuracy", "value": None, "available": False, "reason": reason}
 
 
-def _estimate_regression(frame: pd.DataFrame, reference: ReferenceState | None, metric: str) -> EstimatedDict:
-    if reference is None or reference.loss_estimator is None or frame[PREDICTION].isna().any():
+def _estimate_regression(window: Window, reference: ReferenceState | None, metric: str) -> EstimatedDict:
+    if reference is None or reference.loss_estimator is None or window.frame[PREDICTION].isna().any():
         return {}
-    estimates = estimate_regressor_metrics(reference.loss_estimator, frame)
+    # DLE reads every row of its features: the deferred ones are read for it (all at once).
+    estimator = reference.loss_estimator
+    inputs = [name for name in estimator.columns if window.has(name) and name not in window.frame.columns]
+    estimates = estimate_regressor_metrics(estimator, window.with_features(inputs))
     return _estimated(estimates, metric, "mae", "DLE (direct loss estimation)")
 
 

@@ -9,11 +9,13 @@ columnar arrays as they are).
 """
 
 import importlib
+import inspect
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Protocol
 
+import numpy as np
 import pandas as pd
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
@@ -37,6 +39,27 @@ class WindowBounds:
 
 
 @dataclass(frozen=True)
+class DeferredFeatures:
+    """Features of a window read when asked for, one at a time, rather than all held at once: a
+    10M-row window's 20 float64 features are 1.5 GiB, and a check needs one (two on two CPUs)
+    at a time, and a sample of rows for its PCA. ``read_column(name)`` reads the whole
+    window's column, typed as the source types it (each call reads it again: the caller keeps
+    it while it works on it); ``positions``: the window's rows that this one holds (a segment)."""
+
+    names: tuple[str, ...]
+    read_column: Callable[[str], Any]
+    positions: np.ndarray | None = None
+
+    def read(self, name: str) -> Any:
+        values = self.read_column(name)
+        return values if self.positions is None else values[self.positions]
+
+    def rows(self, positions: np.ndarray) -> "DeferredFeatures":
+        """These rows (positions in this window) of the same features."""
+        return replace(self, positions=positions if self.positions is None else self.positions[positions])
+
+
+@dataclass(frozen=True)
 class SampleColumns:
     """One window as columns of equal length: the features (typed as their feature types say),
     PREDICTION, PROBA_PREFIX + class, LABEL (None where unlabelled) and the window columns
@@ -47,6 +70,8 @@ class SampleColumns:
     sample ids)."""
 
     arrays: dict[str, Any]
+    # Features not in ``arrays``, read on demand (a source may defer them for a large window).
+    deferred: DeferredFeatures | None = None
 
     @property
     def labels(self) -> Any:
@@ -62,9 +87,16 @@ class SampleColumns:
 
 class SampleSource(Protocol):
     def load(
-        self, *, model: RegisteredModel, window: WindowBounds, columns: Sequence[str] | None = None
+        self,
+        *,
+        model: RegisteredModel,
+        window: WindowBounds,
+        columns: Sequence[str] | None = None,
+        defer_above: int | None = None,
     ) -> SampleColumns:
-        """The window's samples with their labels; ``columns``: the features to read (None: all)."""
+        """The window's samples with their labels; ``columns``: the features to read (None: all).
+        ``defer_above``: a window of more rows than that may hand its features over as
+        ``deferred`` (read on demand) instead of in ``arrays``; a source may ignore it."""
         ...
 
 
@@ -87,3 +119,18 @@ def sample_source(name: str | None = None) -> SampleSource:
             f"DRIFTWATCH_SAMPLE_SOURCE={chosen!r} is not a sample source (known: {sorted(_SOURCES)})"
         )
     return factory()
+
+
+def source_load(
+    source: SampleSource,
+    *,
+    model: RegisteredModel,
+    window: WindowBounds,
+    columns: Sequence[str] | None = None,
+    defer_above: int | None = None,
+) -> SampleColumns:
+    """``source.load``; ``defer_above`` only to a source whose ``load`` takes it (one written
+    before it existed loads every feature, as it always did)."""
+    if defer_above is not None and "defer_above" in inspect.signature(source.load).parameters:
+        return source.load(model=model, window=window, columns=columns, defer_above=defer_above)
+    return source.load(model=model, window=window, columns=columns)

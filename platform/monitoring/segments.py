@@ -87,17 +87,14 @@ def _segment_entry(
     model: RegisteredModel,
     policy: "MonitoringPolicy",
     window: Window,
-    frame: pd.DataFrame,
     reference: ReferenceState | None,
     key: str,
 ) -> dict[str, Any]:
     entry: dict[str, Any]
-    if frame.empty:
+    if window.frame.empty:
         entry = {k: {} for k in KEPT} | {"n_samples": 0, "n_labelled": 0}
     else:
-        result = compute(
-            model=model, policy=policy, window=Window(frame, window.start, window.end), reference=reference
-        )
+        result = compute(model=model, policy=policy, window=window, reference=reference)
         entry = {k: result[k] for k in KEPT}
     entry["decisions"] = dict(entry["decisions"])
     if entry["n_samples"] < policy.min_samples:
@@ -121,9 +118,9 @@ def segments_compute(
     decisions}, …]}}`` in volume order, ``other`` last; {} when the policy names no segment."""
     out: dict[str, Any] = {}
     for spec in policy_segments(policy):
-        if spec.feature not in window.frame.columns:
+        if not window.has(spec.feature):
             continue
-        labels = spec.labels(window.frame[spec.feature])
+        labels = spec.labels(window.feature(spec.feature))
         top, states = (
             _reference_segments(model.pk, reference.reference_id, spec, policy.segment_limit)
             if reference is not None
@@ -142,8 +139,7 @@ def segments_compute(
                         compute=compute,
                         model=model,
                         policy=policy,
-                        window=window,
-                        frame=window.frame[grouped == value],
+                        window=window.rows(grouped == value),
                         reference=states.get(value) if reference is not None else None,
                         key=segment_key(spec.feature, value),
                     ),

@@ -19,7 +19,14 @@ import pandas as pd
 from django.db import connection
 
 from monitoring.models import MonitoringPolicy, WindowKind
-from monitoring.samples import SampleColumns, WindowBounds, register_sample_source, sample_source
+from monitoring.samples import (
+    DeferredFeatures,
+    SampleColumns,
+    WindowBounds,
+    register_sample_source,
+    sample_source,
+    source_load,
+)
 from registry.models import RegisteredModel
 from registry.reference import LABEL, PREDICTION, PROBA_PREFIX, WINDOW_COLUMNS
 from registry.schema import model_schema
@@ -41,6 +48,30 @@ class Window:
     frame: pd.DataFrame  # features (schema names), PREDICTION, LABEL, PROBA_PREFIX+class, version, times
     start: datetime
     end: datetime
+    # Features not in ``frame``, read one at a time when asked for (a very large window's).
+    deferred: DeferredFeatures | None = None
+
+    def has(self, name: str) -> bool:
+        return name in self.frame.columns or (self.deferred is not None and name in self.deferred.names)
+
+    def feature(self, name: str) -> pd.Series:
+        """A feature's column: the frame's own, or read now (a new array each call: hold it while
+        it is worked on, and let it go)."""
+        if name in self.frame.columns or self.deferred is None or name not in self.deferred.names:
+            return self.frame[name]  # a name it does not have raises KeyError here
+        return pd.Series(self.deferred.read(name), index=self.frame.index, name=name, copy=False)
+
+    def with_features(self, names: Sequence[str]) -> pd.DataFrame:
+        """The frame with these features in it (read, where they are deferred)."""
+        if all(name in self.frame.columns for name in names):
+            return self.frame
+        added = {name: self.feature(name) for name in names if name not in self.frame.columns}
+        return pd.concat([self.frame, pd.DataFrame(added, index=self.frame.index)], axis=1, copy=False)
+
+    def rows(self, mask: np.ndarray) -> "Window":
+        """The window of these rows (a boolean mask over them), deferred features included."""
+        deferred = None if self.deferred is None else self.deferred.rows(np.flatnonzero(mask))
+        return Window(self.frame[mask], self.start, self.end, deferred)
 
 
 def _json_text(column: str, key: str | None, params: list[Any]) -> str:
@@ -83,23 +114,35 @@ def window_load(
     last_n: int | None = None,
     labelled_only: bool = False,
     columns: Sequence[str] | None = None,
+    defer_above: int | None = None,
 ) -> Window:
     """Samples with start <= timestamp < end (or the last_n before end), labels left-joined;
     with labelled_only, the last_n newest samples that have a label (realised quality on the
     newest N truths, not on N samples of which only N minus the label delay are labelled).
-    Read from the configured sample source; ``columns``: the features to read (None: all)."""
+    Read from the configured sample source; ``columns``: the features to read (None: all);
+    ``defer_above``: past that many rows the source may leave the features to be read one at a
+    time (``Window.feature``)."""
     bounds = WindowBounds(start, end, last_n, labelled_only)
-    frame = sample_source().load(model=model, window=bounds, columns=columns).to_frame()
+    loaded = source_load(
+        sample_source(), model=model, window=bounds, columns=columns, defer_above=defer_above
+    )
+    frame = loaded.to_frame()
     if start is None:
         start = frame["timestamp"].min() if len(frame) else end
-    return Window(frame, start, end)
+    return Window(frame, start, end, loaded.deferred)
 
 
 class RelationalSampleSource:
-    """The first sample source: PredictionSample left-joined with GroundTruth, in one query."""
+    """The first sample source: PredictionSample left-joined with GroundTruth, in one query
+    (its rows arrive whole, so nothing is deferred)."""
 
     def load(
-        self, *, model: RegisteredModel, window: WindowBounds, columns: Sequence[str] | None = None
+        self,
+        *,
+        model: RegisteredModel,
+        window: WindowBounds,
+        columns: Sequence[str] | None = None,
+        defer_above: int | None = None,
     ) -> SampleColumns:
         kinds = _feature_kinds(model, columns)
         frame = _frame_with_vectors(model, kinds, window) if _vector_dims(kinds) else None

@@ -21,7 +21,7 @@ MAX_OUT_OF_SCHEMA_SHARE = 0.05  # more than 5% of a feature's values never seen 
 MIN_ROWS = 1  # an empty window is broken by definition
 
 
-def _column_quality(
+def column_quality(
     series: pd.Series, kind: ColumnType, allowed: Iterable[Any] | None, n: int
 ) -> dict[str, Any]:
     """The missing share (every type), then the type's own rules (categorical: out of schema)."""
@@ -63,9 +63,22 @@ def data_quality(
     n = n_rows(current)
     allowed = categories or {}
     per_column = {
-        name: _column_quality(column_values(current, name), kind, allowed.get(name), n)
+        name: column_quality(column_values(current, name), kind, allowed.get(name), n)
         for name, kind in columns.items()
     }
+    return quality_result(
+        per_column, n, max_missing_share=max_missing_share, max_out_of_schema_share=max_out_of_schema_share
+    )
+
+
+def quality_result(
+    per_column: dict[str, dict[str, Any]],
+    n: int,
+    *,
+    max_missing_share: float = MAX_MISSING_SHARE,
+    max_out_of_schema_share: float = MAX_OUT_OF_SCHEMA_SHARE,
+) -> dict[str, Any]:
+    """A window's data quality from its columns' (``column_quality``, in column order)."""
     reasons = [] if n >= MIN_ROWS else ["window holds no rows"]
     for name, quality in per_column.items():
         reasons += _reasons(name, quality, max_missing_share, max_out_of_schema_share)

@@ -177,7 +177,13 @@ def data_drift(
         return column_drift(summary.column(name), column_values(current, name), kind, chosen.get(kind))
 
     names = list(columns)
-    results = dict(zip(names, each_column(drift_of, names, n_rows(current)), strict=True))
+    return drift_result(
+        dict(zip(names, each_column(drift_of, names, n_rows(current)), strict=True)), drift_share
+    )
+
+
+def drift_result(results: dict[str, ColumnDrift], drift_share: float = DEFAULT_DRIFT_SHARE) -> DriftResult:
+    """Dataset drift from the columns' (``column_drift``, in column order): the drifted share."""
     share = sum(r.drifted for r in results.values()) / len(results) if results else 0.0
     return DriftResult(results, share, bool(results) and share >= drift_share, drift_share)
 

@@ -217,17 +217,25 @@ class MultivariateDriftDict(TypedDict):
     sample: NotRequired[SampleDict]
 
 
-def multivariate_drift(model: PcaDrift, frame: pd.DataFrame) -> MultivariateDriftDict:
+def multivariate_drift(
+    model: PcaDrift, frame: pd.DataFrame, *, sampled_from: int | None = None
+) -> MultivariateDriftDict:
     """The window's mean reconstruction error, its alarm band and the decision. Past
     ``SAMPLE_ABOVE`` rows the mean is taken on a uniform sample of ``SAMPLE_SIZE`` of them
     (10M rows x 20 columns: 2.95 s scored whole), and the band is widened by that mean's
     sampling variance, S² / m · (1 - m / N) with S² the sample's variance of the errors: a
-    design-based variance, exact whatever the rows' dependence."""
-    n = len(frame)
+    design-based variance, exact whatever the rows' dependence. ``sampled_from``: ``frame``
+    holds those sampled rows already (``shared_sample_positions(sampled_from)``, in order) of a
+    window of that many rows, taken while each column was read (a window whose features are
+    read one at a time)."""
+    n = len(frame) if sampled_from is None else sampled_from
+    if sampled_from is not None and not (n > sorts.SAMPLE_ABOVE and len(frame) == sorts.SAMPLE_SIZE):
+        raise ValueError(f"a window of {n} rows is not sampled (its {len(frame)} rows are not its sample)")
     sample: SampleDict | None = None
     sampling_variance = 0.0
     if n > sorts.SAMPLE_ABOVE:
-        errors = model.errors(frame, shared_sample_positions(n))
+        rows = None if sampled_from is not None else shared_sample_positions(n)
+        errors = model.errors(frame, rows)
         m = errors.size
         sampling_variance = float(errors.var(ddof=1)) / m * (1 - m / n)
         sample = {"rows": int(m), "of": int(n), "error": float(np.sqrt(sampling_variance))}

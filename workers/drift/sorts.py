@@ -83,6 +83,20 @@ def release_sorted(series: pd.Series) -> None:
         cache.pop(("sample",) + column_key(series), None)
 
 
+def release_column(series: pd.Series) -> None:
+    """Drop everything the check's memo holds for this column (its sorts, sample, counts, scores
+    and drill-down): a column read for the check alone (``Window.feature``) is then let go once
+    its tests are done, rather than held by the memo to the check's end."""
+    cache = _SHARED.get()
+    if cache is None:
+        return
+    key = column_key(series)
+    for entry, (keep, _) in list(cache.items()):
+        held = keep if isinstance(keep, tuple) else (keep,)
+        if any(isinstance(h, pd.Series) and column_key(h) == key for h in held):
+            cache.pop(entry, None)
+
+
 # Past this many finite values a column's distance tests and drill-down read a sample of it.
 SAMPLE_ABOVE = 2_000_000
 SAMPLE_SIZE = 1_000_000

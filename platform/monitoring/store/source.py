@@ -28,7 +28,7 @@ from django.db import connection, transaction
 
 from monitoring.models import PredictionSample
 from monitoring.pg import server_cursor
-from monitoring.samples import SampleColumns, WindowBounds, register_sample_source
+from monitoring.samples import DeferredFeatures, SampleColumns, WindowBounds, register_sample_source
 from monitoring.store.parts import FEATURE, PROBA, hour_of, part_read
 from monitoring.window import Kinds, Share, _db_time, _feature_kinds, labels_in_range_sql
 from registry.models import RegisteredModel
@@ -417,7 +417,12 @@ class ColumnarSampleSource:
     """Windows read from the columnar store's parts (``DRIFTWATCH_SAMPLE_SOURCE=columnar``)."""
 
     def load(
-        self, *, model: RegisteredModel, window: WindowBounds, columns: Sequence[str] | None = None
+        self,
+        *,
+        model: RegisteredModel,
+        window: WindowBounds,
+        columns: Sequence[str] | None = None,
+        defer_above: int | None = None,
     ) -> SampleColumns:
         kinds = _feature_kinds(model, columns)
         start = _last_n_start(model, window) if window.last_n is not None else window.start
@@ -425,13 +430,20 @@ class ColumnarSampleSource:
         wanted = ["sample_id", "timestamp", "version_id", "prediction"]
         wanted += [PROBA + str(c) for c in model.classes] + [FEATURE + n for n in kinds]
         table, labels = _snapshot(model, wanted, start, window.end)
+        deferred = None
+        if table is not None and kinds and defer_above is not None and len(table) > defer_above:
+            # The parts' columns stay where they are (memory-mapped), each typed when asked for.
+            deferred = DeferredFeatures(tuple(kinds), _column_reader(kinds, table))
+            kinds = {}
         arrays = self._arrays(model, kinds, table, labels)
         if window.last_n is not None:
-            arrays = _newest(arrays, window)
+            order = _newest_order(arrays, window)
+            arrays = {name: values[order] for name, values in arrays.items()}
+            deferred = None if deferred is None else deferred.rows(order)
         if model.is_classification:  # typed after the trim: its dtype depends on the rows kept
             for name in (PREDICTION, LABEL):
                 arrays[name] = _class_values(arrays[name], model.classes)
-        return SampleColumns(arrays)
+        return SampleColumns(arrays, deferred)
 
     def _arrays(
         self,
@@ -500,15 +512,19 @@ def _empty(model: RegisteredModel, kinds: Kinds) -> dict[str, Any]:
     return arrays
 
 
-def _newest(arrays: dict[str, Any], window: WindowBounds) -> dict[str, Any]:
-    """The last_n newest (of the labelled, with labelled_only), newest first like the relational
-    source; rows read in part and row order break ties on the timestamp."""
+def _newest_order(arrays: dict[str, Any], window: WindowBounds) -> np.ndarray:
+    """The rows of the last_n newest (of the labelled, with labelled_only), newest first like the
+    relational source; rows read in part and row order break ties on the timestamp."""
     times = np.asarray(arrays["timestamp"].asi8)
     keep = np.arange(len(times))
     if window.labelled_only:
         keep = keep[pd.notna(arrays["label_received_at"])]
-    order = keep[np.lexsort((keep, times[keep]))[::-1]][: window.last_n]
-    return {name: values[order] for name, values in arrays.items()}
+    return keep[np.lexsort((keep, times[keep]))[::-1]][: window.last_n]
+
+
+def _column_reader(kinds: Kinds, table: pa.Table) -> Callable[[str], Any]:
+    """A feature of the window's table, typed as ``_arrays`` types it, read when called."""
+    return lambda name: _feature(kinds[name], table.column(FEATURE + name))
 
 
 register_sample_source("columnar", ColumnarSampleSource)
