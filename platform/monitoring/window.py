@@ -276,10 +276,11 @@ def _window_sql(
 # nothing: the ids do not move. (Joined to the index rows, 500,000 labels of a 1M window took
 # 0.85-1.0 s in PostgreSQL, a hash join spilling to disk; by range 0.32 s, placed in 0.18 s.)
 LABELS_IN_RANGE = """
-SELECT g.sample_id, g.label, COALESCE(g.labelled_at, g.received_at) AS known FROM monitoring_groundtruth g
+SELECT g.sample_id, g.label, COALESCE(g.labelled_at, g.received_at) AS known, g.sample_at AS at
+FROM monitoring_groundtruth g
 WHERE g.model_id = %s AND g.sample_at < %s {since_label} {share}
 UNION ALL
-SELECT g.sample_id, g.label, COALESCE(g.labelled_at, g.received_at) FROM monitoring_groundtruth g
+SELECT g.sample_id, g.label, COALESCE(g.labelled_at, g.received_at), s.timestamp FROM monitoring_groundtruth g
 JOIN monitoring_predictionsample s ON s.model_id = g.model_id AND s.sample_id = g.sample_id
 WHERE g.model_id = %s AND g.sample_at IS NULL AND s.timestamp < %s {since_sample} {share}
 """

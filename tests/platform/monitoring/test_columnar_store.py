@@ -6,7 +6,7 @@ import importlib
 import io
 import threading
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -421,6 +421,50 @@ def test_a_label_sent_before_its_prediction_lands_and_is_given_its_time_by_the_c
     assert stored.pop("never") is None and stored == {k: predicted[k] for k in stored}
     pd.testing.assert_frame_equal(_sorted(_load(model, T0, T0 + 3 * HOUR)), waiting)
     assert labels_meet_predictions() == 0
+
+
+def test_each_label_lands_on_its_own_sample_among_its_hours_rows(columnar: Path) -> None:
+    """Labels are placed an hour at a time (each among its prediction's hour's rows): samples sent
+    with a +05:30 offset (hours that are not the local ones) on the hours' edges, over three hours
+    and several parts per hour, some labels before their predictions (placed through the join),
+    one for a sample another model holds: every label on its own sample, no other row labelled,
+    the same after the hours are compacted."""
+    model, other = monitored_model("sea", reference_rows=100), monitored_model("other", reference_rows=100)
+    india = timezone(timedelta(hours=5, minutes=30))
+    micro = timedelta(microseconds=1)
+    times = [T0, T0 + HOUR - micro, T0 + HOUR, T0 + 2 * HOUR - micro, T0 + 2 * HOUR, T0 + 3 * HOUR - micro]
+    times += [T0 + timedelta(seconds=119 * k) for k in range(90)]
+    data = rows(len(times), seed=9)
+    labels = {f"e{k}": (k * 7 + 3) % 2 for k in range(0, len(times), 3)}  # not the factory's truth
+    early = {key: value for key, value in list(labels.items())[::2]}
+    labels_ingest(model=model, body={"labels": [{"id": k, "label": v} for k, v in early.items()]})
+    samples = [
+        {
+            "id": f"e{k}",
+            "timestamp": t.astimezone(india).isoformat(),
+            "features": r["features"],
+            "prediction": r["prediction"],
+            "probabilities": r["probabilities"],
+        }
+        for k, (t, r) in enumerate(zip(times, data, strict=True))
+    ]
+    for batch in (samples[0::3], samples[1::3], samples[2::3]):  # each batch spans all three hours
+        predictions_ingest(model=model, body={"samples": batch})
+    predictions_ingest(model=other, body={"samples": samples[:5]})
+    late = [{"id": k, "label": v} for k, v in labels.items() if k not in early]
+    labels_ingest(model=model, body={"labels": late})
+    labels_ingest(model=other, body={"labels": [{"id": "e1", "label": 1}]})
+    assert SamplePart.objects.filter(model=model, retired_at__isnull=True).count() == 9
+
+    def placed() -> dict[str, Any]:
+        window = _sorted(_load(model, T0, T0 + 3 * HOUR))
+        assert len(window) == len(times)
+        return {k: v for k, v in zip(window["sample_id"], window[LABEL], strict=True) if pd.notna(v)}
+
+    assert placed() == labels
+    assert labels_meet_predictions() == len(early) and parts_compact_due() == 3
+    assert SamplePart.objects.filter(model=model, retired_at__isnull=True).count() == 3
+    assert placed() == labels
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's cap on one value")
