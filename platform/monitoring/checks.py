@@ -476,7 +476,14 @@ def _realised(model: RegisteredModel, policy: MonitoringPolicy, frame: pd.DataFr
     # Only the columns the metrics read: taking every feature of 500,000 labelled rows out of a
     # 1M-row window copied them all (0.13 s) for nothing.
     needed = [LABEL, PREDICTION, "version_id", *(PROBA_PREFIX + str(c) for c in model.classes)]
-    labelled = frame.loc[frame[LABEL].notna().to_numpy(), [c for c in needed if c in frame.columns]]
+    # Each column's own array masked (pandas' .loc gathered the 5,000,000 labelled rows of a 10M
+    # window through its block take: 0.6 s, against 0.1 s).
+    has_label = frame[LABEL].notna().to_numpy()
+    labelled = pd.DataFrame(
+        {c: frame[c].array[has_label] for c in needed if c in frame.columns},
+        index=frame.index[has_label],
+        copy=False,
+    )
     metrics: Metrics | dict[str, Any] = (
         _metrics(model, labelled) if len(labelled) >= policy.min_labels else {}
     )

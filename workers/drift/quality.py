@@ -336,6 +336,13 @@ def _utc(times: Any) -> pd.Series:
     return pd.to_datetime(series, utc=True)
 
 
+def _ns(times: pd.Series) -> np.ndarray:
+    """Aware times as nanoseconds since the epoch (a view where they are in ns already: pandas'
+    ``as_unit`` copied 10M of them, 0.12 s a column)."""
+    values = times.array
+    return (values if values.unit == "ns" else values.as_unit("ns")).asi8
+
+
 def label_stats(prediction_times: Any, label_times: Any) -> LabelStats:
     """Label coverage and delay of a window: ``label_times`` is NaT where no label arrived yet.
 
@@ -348,7 +355,7 @@ def label_stats(prediction_times: Any, label_times: Any) -> LabelStats:
     has_label = labelled.notna().to_numpy()
     # In nanoseconds as integers, then seconds as total_seconds() gives them (ns / 1e9), without
     # pandas' masked Series (two of 10M rows: 0.5 s).
-    at_ns = labelled.array.as_unit("ns").asi8[has_label] - predicted.array.as_unit("ns").asi8[has_label]
+    at_ns = _ns(labelled)[has_label] - _ns(predicted)[has_label]
     delays = at_ns / 1_000_000_000
     n = len(predicted)
     quantiles = np.quantile(delays, [0.5, 0.9]) if delays.size else [np.nan, np.nan]
