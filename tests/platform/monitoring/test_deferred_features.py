@@ -19,12 +19,12 @@ from monitoring.checks import check_compute, quality_check_run
 from monitoring.models import CheckState, MonitoringPolicy
 from monitoring.reference import reference_state
 from monitoring.segments import segments_compute
-from monitoring.services import labels_ingest, predictions_ingest
+from monitoring.services import labels_ingest
 from monitoring.window import Window, range_window, window_load
 from registry.models import RegisteredModel
 from registry.services import model_register, reference_upload
 from tests.clock import T0
-from tests.platform.monitoring.factories import rows
+from tests.platform.monitoring.factories import rows, send
 from workers.drift import sorts
 
 pytestmark = pytest.mark.django_db
@@ -83,17 +83,7 @@ def _model(columnar: Path) -> RegisteredModel:
         },
     )
     data = _data(500, seed=3, shift=0.6)
-    samples = [
-        {
-            "id": f"s{i}",
-            "timestamp": (T0 + timedelta(seconds=13 * i)).isoformat(),
-            "features": r["features"],
-            "prediction": r["prediction"],
-            "probabilities": r["probabilities"],
-        }
-        for i, r in enumerate(data)
-    ]
-    predictions_ingest(model=model, body={"samples": samples})
+    send(model, data, start=T0, prefix="s", labelled=False, step=timedelta(seconds=13))
     labels_ingest(
         model=model, body={"labels": [{"id": f"s{i}", "label": data[i]["label"]} for i in range(0, 500, 2)]}
     )
