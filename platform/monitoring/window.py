@@ -57,9 +57,9 @@ class Window:
     def feature(self, name: str) -> pd.Series:
         """A feature's column: the frame's own, or read now (a new array each call: hold it while
         it is worked on, and let it go)."""
-        if name in self.frame.columns or self.deferred is None or name not in self.deferred.names:
-            return self.frame[name]  # a name it does not have raises KeyError here
-        return pd.Series(self.deferred.read(name), index=self.frame.index, name=name, copy=False)
+        if name not in self.frame.columns and self.deferred is not None and name in self.deferred.names:
+            return pd.Series(self.deferred.read(name), index=self.frame.index, name=name, copy=False)
+        return self.frame[name]  # a name it does not have raises KeyError here
 
     def with_features(self, names: Sequence[str]) -> pd.DataFrame:
         """The frame with these features in it (read, where they are deferred)."""

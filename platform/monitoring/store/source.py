@@ -162,8 +162,9 @@ class WindowLabels(NamedTuple):
 
 # On PostgreSQL they come back as two bytea values: fixed-width records in the types' binary send
 # forms (big-endian: the id's length, the class code matched by the server or the float label,
-# timestamptz_send's microseconds since 2000-01-01 of when it became known and of its prediction) and the ids' bytes end to end, which Arrow
-# takes as a string array without a Python object per label.
+# timestamptz_send's microseconds since 2000-01-01 of when it became known and of its prediction)
+# and the ids' bytes end to end, which Arrow takes as a string array without a Python object per
+# label.
 _LABELS_POSTGRES = """
 SELECT string_agg(
            int4send(octet_length(w.sample_id)) || {label} || timestamptz_send(w.known) || timestamptz_send(w.at),
@@ -342,10 +343,10 @@ def _place(
 
     def hour_place(hour: int) -> tuple[np.ndarray, np.ndarray]:
         lo, hi = np.searchsorted(label_hours, [hour, hour + 1])
+        if lo == hi:  # no label of this hour: its rows are not gathered
+            return np.empty(0, dtype="int64"), np.empty(0, dtype="int64")
         parts = parts_of[hour]
         rows = np.concatenate([np.arange(offsets[k], offsets[k + 1]) for k in parts])
-        if lo == hi or rows.size == 0:
-            return np.empty(0, dtype="int64"), np.empty(0, dtype="int64")
         probe = pa.chunked_array(
             [c for k in parts for c in window_ids.slice(offsets[k], offsets[k + 1] - offsets[k]).chunks],
             window_ids.type,
