@@ -1,7 +1,7 @@
 """Scale benchmark of the columnar sample store (issue 21), PostgreSQL + the local storage.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/driftwatch nice -n 10 python bench/scale.py \
-        [--samples 1000000] [--embedding-samples 100000] [--dim 768]
+        [--samples 1000000] [--categorical-samples 1000000] [--embedding-samples 100000] [--dim 768]
 
 Uses (and empties) its own database `<name>_scale` and a temporary media folder. Prints, in one
 run:
@@ -16,6 +16,9 @@ run:
   wrapped with a timer here) beside the floor; the targets as MET / NOT MET; the check's peak
   memory, run again in a fresh process (a worker's anonymous resident memory, sampled);
 - a raw COPY of the same rows into today's JSON table, and ingestion's ratio to it;
+- 20 categorical features (``--categorical-samples``, 0: skipped): a check over whole hours from
+  the hours' summaries (per-value counts written at compaction) against the same check reading
+  the columns, alternately in one process, with their results compared;
 - one 768-dim embedding: bytes per sample beside the float32 payload, and a window of M samples
   read into arrays (the source, then stacked into an (M, 768) float32 matrix), beside the floor;
 - with /work/venvs/<name>-peers holding duckdb (``python3.11 -m venv V && V/bin/pip install
@@ -41,6 +44,7 @@ from _pg import bench_database_url, copy_samples_seconds, django_on  # noqa: E40
 
 BATCH = 10_000
 N_FEATURES = 20
+N_CATEGORIES = 12
 HOUR = timedelta(hours=1)
 
 
@@ -129,13 +133,33 @@ def _duckdb_floor(model: Any, columns: list[str], media: Path) -> str:
     )
 
 
-def _ingest(model: Any, n: int, t0: datetime, step_s: float, label_share: float) -> tuple[float, float]:
+def _categorical_samples(
+    prefix: str, start: int, n: int, t0: datetime, step_s: float, rng: Any
+) -> list[dict[str, Any]]:
+    """``_samples`` with N_FEATURES categorical features of N_CATEGORIES values (skewed)."""
+    codes = rng.zipf(1.8, size=(n, N_FEATURES)) % N_CATEGORIES
+    p1 = rng.random(n).round(4)
+    return [
+        {
+            "id": f"{prefix}{start + i}",
+            "timestamp": (t0 + timedelta(seconds=(start + i) * step_s)).isoformat(),
+            "features": {f"c{j}": f"v{codes[i, j]}" for j in range(N_FEATURES)},
+            "prediction": int(p1[i] > 0.5),
+            "probabilities": {"0": float(1 - p1[i]), "1": float(p1[i])},
+        }
+        for i in range(n)
+    ]
+
+
+def _ingest(
+    model: Any, n: int, t0: datetime, step_s: float, label_share: float, samples: Any = _samples
+) -> tuple[float, float]:
     from monitoring.services import labels_ingest, predictions_ingest
 
     rng = np.random.default_rng(0)
     spent = 0.0
     for start in range(0, n, BATCH):
-        batch = _samples("s", start, min(BATCH, n - start), t0, step_s, rng)
+        batch = samples("s", start, min(BATCH, n - start), t0, step_s, rng)
         t = time.perf_counter()
         result = predictions_ingest(model=model, body={"samples": batch})
         spent += time.perf_counter() - t
@@ -509,6 +533,95 @@ def tabular(n: int, media: Path, url: str) -> None:
         )
 
 
+def categorical(n: int) -> None:
+    """A window of whole hours with N_FEATURES categorical features, checked from the hours'
+    summaries (the counts written at compaction: what a check asks for) and again reading the
+    columns (``counted=False``), alternately, three times each after a warm-up run, in this
+    process (medians, and the stages of each way's last run); the same result both ways."""
+    from django.utils import timezone
+
+    import monitoring.checks as checks
+    from monitoring.checks import quality_check_run
+    from monitoring.models import MonitoringPolicy, PredictionSample, QualityCheck
+    from monitoring.window import range_window
+    from registry.models import RegisteredModel
+    from registry.services import model_register, reference_upload
+
+    name = f"cat-{n}"
+    model = RegisteredModel.objects.filter(name=name).first()
+    if model is not None:  # --reuse
+        start = PredictionSample.objects.filter(model=model).order_by("timestamp").first().timestamp  # type: ignore[union-attr]
+        end = start + 24 * HOUR
+    else:
+        schema = _tabular_schema(name)
+        schema["features"] = [{"name": f"c{j}", "type": "categorical"} for j in range(N_FEATURES)]
+        model = model_register(data=schema)
+        ref = _categorical_samples("r", 0, 5000, timezone.now(), 0, np.random.default_rng(1))
+        reference_upload(
+            model=model,
+            rows=[
+                {"features": r["features"], "label": r["prediction"], "prediction": r["prediction"]}
+                for r in ref
+            ],
+        )
+        MonitoringPolicy.objects.update_or_create(
+            model=model, defaults={"min_samples": 100, "min_labels": 50}
+        )
+        end = timezone.now().replace(minute=0, second=0, microsecond=0) - HOUR
+        start = end - 24 * HOUR
+        ingest_s, _ = _ingest(model, n, start, (end - start).total_seconds() / n, 0.0, _categorical_samples)
+        print(
+            f"categorical: ingest of {n:,} samples × {N_FEATURES} categorical: {n / ingest_s:,.0f} samples/s"
+        )
+    _compact(model, end)
+    columns = [f"feature:c{j}" for j in range(N_FEATURES)] + ["prediction", "proba:0", "proba:1", "sample_id"]
+    floor_s, _ = _floor_scan(model, columns, start, end)
+    load = getattr(checks, "window_load")  # noqa: B009
+
+    def run(counted: bool) -> tuple[float, dict[str, float], Any]:
+        QualityCheck.objects.filter(model=model).delete()
+        forced = lambda **kw: load(**{**kw, "counted": counted and kw.get("counted", False)})  # noqa: E731
+        setattr(checks, "window_load", forced)  # noqa: B010
+        spent, undo = _timed_stages()
+        t = time.perf_counter()
+        try:
+            check = quality_check_run(model_id=model.pk, window=range_window(start, end))
+        finally:
+            undo()
+            setattr(checks, "window_load", load)  # noqa: B010
+        assert check is not None and check.n_samples == n, check and (check.state, check.error)
+        return time.perf_counter() - t, spent, check
+
+    runs: dict[bool, list[float]] = {True: [], False: []}
+    stages: dict[bool, dict[str, float]] = {}
+    results: dict[bool, Any] = {}
+    run(False)  # warm: the reference loaded, the imports done, the parts' pages cached
+    for counted in (True, False) * 3:
+        took, spent, check = run(counted)
+        runs[counted].append(took)
+        stages[counted] = spent
+        results[counted] = (check.drift, check.data_quality, check.prediction_drift)
+    same = results[True] == results[False]
+    best = {k: float(np.median(v)) for k, v in runs.items()}
+    print(
+        f"categorical: floor (pyarrow scan of the window's {len(columns)} columns) {floor_s:.3f} s; a check of "
+        f"{n:,} × {N_FEATURES} categorical over whole hours: from the summaries "
+        f"{' / '.join(f'{t:.2f}' for t in runs[True])} s, reading the columns "
+        f"{' / '.join(f'{t:.2f}' for t in runs[False])} s: medians {best[True]:.2f} / {best[False]:.2f} s, "
+        f"{best[False] / best[True]:.2f}× faster "
+        f"({best[True] / floor_s:.1f}× the floor, against {best[False] / floor_s:.1f}×); the same results: {same}"
+    )
+    for stage in (
+        "window_load",
+        "_features_measure",
+        "multivariate_drift",
+        "column_quality",
+        "Window.feature",
+    ):
+        print(f"  {stage:22} summaries {stages[True][stage]:7.3f} s   columns {stages[False][stage]:7.3f} s")
+    assert same, "a check from the summaries differs from the check reading the columns"
+
+
 def embedding(n: int, dim: int) -> None:
     from django.utils import timezone
 
@@ -580,6 +693,9 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=1_000_000)
     parser.add_argument("--embedding-samples", type=int, default=100_000, help="0: skip the embedding part")
     parser.add_argument("--dim", type=int, default=768)
+    parser.add_argument(
+        "--categorical-samples", type=int, default=1_000_000, help="0: skip the summaries' part"
+    )
     parser.add_argument("--reuse", help="an earlier run's media folder (its database kept): skip ingestion")
     args = parser.parse_args()
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # each figure as it comes
@@ -600,7 +716,10 @@ def main() -> None:
         name__in=[f"emb-{args.embedding_samples}"] + ([] if args.reuse else [f"scale-{args.samples}"])
     ).delete()
     print(f"bench/scale.py  {datetime.now(UTC):%Y-%m-%d %H:%M} UTC  media {media}")
-    tabular(args.samples, media, url)
+    if args.samples:  # 0: skip the tabular check
+        tabular(args.samples, media, url)
+    if args.categorical_samples:
+        categorical(args.categorical_samples)
     if args.embedding_samples:  # 0: the tabular check alone
         embedding(args.embedding_samples, args.dim)
 

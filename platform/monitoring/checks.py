@@ -43,12 +43,12 @@ from registry.schema import model_schema
 from workers import queues
 from workers.drift import data_drift, sorts
 from workers.drift.cbpe import BINARY_METRICS, estimate_classifier_metrics
-from workers.drift.data_quality import column_quality, quality_result
+from workers.drift.data_quality import column_quality, counted_quality, quality_result
 from workers.drift.decisions import Decisions, Thresholds, decisions_make, realised_decide
 from workers.drift.descriptors import descriptor_drift
-from workers.drift.distribution import DistributionDict, column_distribution
+from workers.drift.distribution import DistributionDict, column_distribution, counted_distribution
 from workers.drift.dle import REGRESSOR_METRICS, estimate_regressor_metrics
-from workers.drift.engine import ColumnDrift, ColumnDriftDict, column_drift, drift_result
+from workers.drift.engine import ColumnDrift, ColumnDriftDict, column_drift, counted_drift, drift_result
 from workers.drift.estimation import Estimate
 from workers.drift.multivariate import multivariate_drift
 from workers.drift.quality import Metrics, classification_metrics, label_stats, regression_metrics
@@ -208,6 +208,7 @@ def _compute_into(row: QualityCheck, model: RegisteredModel, spec: WindowSpec) -
         last_n=spec.last_n,
         labelled_only=spec.labelled_only,
         defer_above=sorts.SAMPLE_ABOVE,
+        counted=True,
     )
     if window.frame.empty:
         _store_skipped(row, window, reason=skip_reason(spec))
@@ -220,7 +221,12 @@ def _compute_into(row: QualityCheck, model: RegisteredModel, spec: WindowSpec) -
         model=model, policy=policy, window=window, reference=reference, raw_features=retention is None
     )
     if retention is not None:
-        result["data_quality"] = {**result["data_quality"], "retention": retention}
+        # Counted features' tests ran from the hours' summaries, which retention keeps.
+        kept = sorted(result["data_quality"].get("columns", {}))
+        result["data_quality"] = {
+            **result["data_quality"],
+            "retention": {**retention, "from_summaries": kept},
+        }
     distributions = result.pop("distributions", {})
     champion = ModelVersion.objects.filter(model=model, status=VersionStatus.CHAMPION).first()
     fields: dict[str, Any] = {
@@ -303,8 +309,8 @@ def check_compute(
     raw_features: bool = True,
 ) -> CheckResultDict:
     """Pure computation over a loaded window: metrics, estimate, drift, data quality, decisions.
-    Without ``raw_features`` (some were dropped by retention) no input drift, data quality or
-    regression estimate. Each column is sorted once for all the tests that need it sorted."""
+    Without ``raw_features`` (some were dropped by retention) no regression estimate, and input
+    drift and data quality only of the features the window has counts of (``Window.counts``). Each column is sorted once for all the tests that need it sorted."""
     with shared_sorts():
         return _check_compute(
             model=model, policy=policy, window=window, reference=reference, raw_features=raw_features
@@ -336,7 +342,11 @@ def _check_compute(
     if reference is not None and len(frame):
         columns = {n: t for n, t in drift_columns(model, frame).items() if n in reference.summary.columns}
         features = {n: t for n, t in columns.items() if n != PREDICTION}
-        found = _features_measure(window, reference, features, policy, drift=enough) if raw_features else None
+        found = None
+        if raw_features:
+            found = _features_measure(window, reference, features, policy, drift=enough)
+        elif counted := _counted(window, features, policy):  # the raw values are gone: their counts are not
+            found = _features_measure(window, reference, counted, policy, drift=enough, multivariate=False)
         if found is not None:
             measures["data_quality"] = found.quality
             if enough:
@@ -393,13 +403,16 @@ def _features_measure(
     policy: MonitoringPolicy,
     *,
     drift: bool,
+    multivariate: bool = True,
 ) -> _FeatureMeasures:
     """Data quality, and with ``drift`` each feature's drift, descriptors and drill-down, and the
     multivariate drift: a column at a time (on a thread per CPU for a large window), each
     column's tests one after another while it is read, the column then let go. A window whose
     features are deferred holds one column per thread, never all of them: 20 float64 features
     of 10M rows were 1.5 GiB held for the whole check. The same results as ``data_quality``,
-    ``data_drift``, ``descriptor_drift`` and the drill-down run one after another."""
+    ``data_drift``, ``descriptor_drift`` and the drill-down run one after another. A feature
+    the window has counts of (``Window.counts``, whole summarised hours) is measured on them,
+    read only for the PCA's rows; without ``multivariate``, no PCA."""
     summary = reference.summary
     n = len(window.frame)
     missing = [name for name in features if not window.has(name)]
@@ -407,12 +420,16 @@ def _features_measure(
         raise ValueError(f"columns missing from the data: {missing}")
     allowed = summary.categories()
     methods = policy_drift_methods(policy)
-    pca = reference.multivariate if drift else None
+    pca = reference.multivariate if drift and multivariate else None
     # Past SAMPLE_ABOVE rows the PCA reads a sample of rows: each of its columns' sample is taken
     # while the column is read, not by reading it again.
     sampled = shared_sample_positions(n) if pca is not None and n > sorts.SAMPLE_ABOVE else None
 
+    counted_names = _counted(window, features, policy)
+
     def measure(name: str) -> _ColumnMeasures:
+        if name in counted_names:
+            return counted(name)
         values, kind = window.feature(name), features[name]
         out = _ColumnMeasures(column_quality(values, kind, allowed.get(name), n))
         if drift:
@@ -422,6 +439,20 @@ def _features_measure(
             if sampled is not None and pca is not None and name in pca.columns:
                 out.sample = values.to_numpy()[sampled]
         release_column(values)
+        return out
+
+    def counted(name: str) -> _ColumnMeasures:
+        """A counted feature of a window of whole summarised hours: its tests on its counts, its
+        values read only for the PCA's sample of rows."""
+        counts, kind = window.counts[name], features[name]
+        out = _ColumnMeasures(counted_quality(counts, kind, allowed.get(name), n))
+        if drift:
+            out.drift = counted_drift(summary.column(name), counts, kind)
+            out.distribution = counted_distribution(summary.column(name), counts, kind)
+            if sampled is not None and pca is not None and name in pca.columns:
+                values = window.feature(name)
+                out.sample = values.to_numpy()[sampled]
+                release_column(values)
         return out
 
     names = list(features)
@@ -447,6 +478,15 @@ def _features_measure(
             result["multivariate"] = multivariate_drift(pca, window.with_features(pca.columns))
     distributions = {name: m.distribution for name, m in found.items() if m.distribution is not None}
     return _FeatureMeasures(quality, result, distributions)
+
+
+def _counted(
+    window: Window, features: dict[str, ColumnType], policy: MonitoringPolicy
+) -> dict[str, ColumnType]:
+    """The features measured on the window's counts: counted, and tested by their type's own test
+    (a method a policy picks may need the values)."""
+    methods = policy_drift_methods(policy)
+    return {name: kind for name, kind in features.items() if name in window.counts and kind not in methods}
 
 
 def _distributions(

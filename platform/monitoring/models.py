@@ -27,6 +27,12 @@ class SamplePart(models.Model):
     payload_dropped = models.BooleanField(
         default=False, help_text="rewritten by retention without the features (null); predictions kept"
     )
+    summary = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="a compacted hour's counted features as per-value counts (store.summaries); "
+        "kept when retention drops the payloads",
+    )
 
     class Meta:
         indexes = [models.Index(fields=["model", "bucket"], name="part_model_bucket")]

@@ -11,7 +11,7 @@ columnar arrays as they are).
 import importlib
 import inspect
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -22,6 +22,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from registry.models import RegisteredModel
 from registry.reference import LABEL
+from workers.drift.summary import ColumnCounts
 
 # The built-in sources' modules, imported on the first lookup (a fixed list, never a client's name).
 BUILTIN_MODULES = ("monitoring.window", "monitoring.store.source")
@@ -72,6 +73,10 @@ class SampleColumns:
     arrays: dict[str, Any]
     # Features not in ``arrays``, read on demand (a source may defer them for a large window).
     deferred: DeferredFeatures | None = None
+    # Counted features' counts over the whole window, from per-hour summaries (a source may
+    # give them for a window of whole hours when asked: ``counted``); such a feature is
+    # deferred, read only if a test needs its values.
+    counts: dict[str, ColumnCounts] = field(default_factory=dict)
 
     @property
     def labels(self) -> Any:
@@ -93,10 +98,12 @@ class SampleSource(Protocol):
         window: WindowBounds,
         columns: Sequence[str] | None = None,
         defer_above: int | None = None,
+        counted: bool = False,
     ) -> SampleColumns:
         """The window's samples with their labels; ``columns``: the features to read (None: all).
         ``defer_above``: a window of more rows than that may hand its features over as
-        ``deferred`` (read on demand) instead of in ``arrays``; a source may ignore it."""
+        ``deferred`` (read on demand) instead of in ``arrays``; ``counted``: the source may give
+        counted features as their ``counts`` (deferred too). A source may ignore either."""
         ...
 
 
@@ -128,9 +135,14 @@ def source_load(
     window: WindowBounds,
     columns: Sequence[str] | None = None,
     defer_above: int | None = None,
+    counted: bool = False,
 ) -> SampleColumns:
-    """``source.load``; ``defer_above`` only to a source whose ``load`` takes it (one written
-    before it existed loads every feature, as it always did)."""
-    if defer_above is not None and "defer_above" in inspect.signature(source.load).parameters:
-        return source.load(model=model, window=window, columns=columns, defer_above=defer_above)
-    return source.load(model=model, window=window, columns=columns)
+    """``source.load``; ``defer_above`` and ``counted`` only to a source whose ``load`` takes
+    them (one written before they existed loads every feature, as it always did)."""
+    takes = inspect.signature(source.load).parameters
+    options: dict[str, Any] = {}
+    if defer_above is not None and "defer_above" in takes:
+        options["defer_above"] = defer_above
+    if counted and "counted" in takes:
+        options["counted"] = counted
+    return source.load(model=model, window=window, columns=columns, **options)

@@ -10,7 +10,7 @@ is read in a COPY of its own, by row id, straight into Arrow's CSV reader (``_ve
 import io
 import logging
 from collections.abc import Collection, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -30,6 +30,7 @@ from monitoring.samples import (
 from registry.models import RegisteredModel
 from registry.reference import LABEL, PREDICTION, PROBA_PREFIX, WINDOW_COLUMNS
 from registry.schema import model_schema
+from workers.drift.summary import ColumnCounts
 from workers.features import FeatureKind
 from workers.features.embedding import keyed_lists
 
@@ -50,6 +51,9 @@ class Window:
     end: datetime
     # Features not in ``frame``, read one at a time when asked for (a very large window's).
     deferred: DeferredFeatures | None = None
+    # Counted features' counts over the whole window, from the parts' per-hour summaries
+    # (``window_load(counted=True)`` over whole hours): their tests need not read them.
+    counts: dict[str, ColumnCounts] = field(default_factory=dict)
 
     def has(self, name: str) -> bool:
         return name in self.frame.columns or (self.deferred is not None and name in self.deferred.names)
@@ -69,7 +73,8 @@ class Window:
         return pd.concat([self.frame, pd.DataFrame(added, index=self.frame.index)], axis=1, copy=False)
 
     def rows(self, mask: np.ndarray) -> "Window":
-        """The window of these rows (a boolean mask over them), deferred features included."""
+        """The window of these rows (a boolean mask over them), deferred features included (the
+        whole window's counts are not theirs: left out)."""
         deferred = None if self.deferred is None else self.deferred.rows(np.flatnonzero(mask))
         return Window(self.frame[mask], self.start, self.end, deferred)
 
@@ -115,26 +120,34 @@ def window_load(
     labelled_only: bool = False,
     columns: Sequence[str] | None = None,
     defer_above: int | None = None,
+    counted: bool = False,
 ) -> Window:
     """Samples with start <= timestamp < end (or the last_n before end), labels left-joined;
     with labelled_only, the last_n newest samples that have a label (realised quality on the
     newest N truths, not on N samples of which only N minus the label delay are labelled).
     Read from the configured sample source; ``columns``: the features to read (None: all);
     ``defer_above``: past that many rows the source may leave the features to be read one at a
-    time (``Window.feature``)."""
+    time (``Window.feature``); ``counted``: the source may give counted features as their
+    counts over the window (``Window.counts``, from per-hour summaries) and read them only when
+    asked for."""
     bounds = WindowBounds(start, end, last_n, labelled_only)
     loaded = source_load(
-        sample_source(), model=model, window=bounds, columns=columns, defer_above=defer_above
+        sample_source(),
+        model=model,
+        window=bounds,
+        columns=columns,
+        defer_above=defer_above,
+        counted=counted,
     )
     frame = loaded.to_frame()
     if start is None:
         start = frame["timestamp"].min() if len(frame) else end
-    return Window(frame, start, end, loaded.deferred)
+    return Window(frame, start, end, loaded.deferred, loaded.counts)
 
 
 class RelationalSampleSource:
     """The first sample source: PredictionSample left-joined with GroundTruth, in one query
-    (its rows arrive whole, so nothing is deferred)."""
+    (its rows arrive whole, so nothing is deferred, and nothing is counted: it has no summaries)."""
 
     def load(
         self,
@@ -143,6 +156,7 @@ class RelationalSampleSource:
         window: WindowBounds,
         columns: Sequence[str] | None = None,
         defer_above: int | None = None,
+        counted: bool = False,
     ) -> SampleColumns:
         kinds = _feature_kinds(model, columns)
         frame = _frame_with_vectors(model, kinds, window) if _vector_dims(kinds) else None

@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 
 from workers.drift.columns import Columns, column_values, n_rows
-from workers.drift.summary import _check_columns
+from workers.drift.summary import ColumnCounts, _check_columns
 from workers.features.registry import ColumnType, feature_type
 
 # Thresholds (documented defaults; callers may pass a MonitoringPolicy's values instead):
@@ -33,6 +33,17 @@ def column_quality(
         "missing_share": n_missing / n if n else None,
     }
     return out | feature.quality(series, missing, allowed, n)
+
+
+def counted_quality(
+    counted: ColumnCounts, kind: ColumnType, allowed: Iterable[Any] | None, n: int
+) -> dict[str, Any]:
+    """``column_quality`` of a counted type's column given as its counts."""
+    out: dict[str, Any] = {
+        "missing_count": counted.missing,
+        "missing_share": counted.missing / n if n else None,
+    }
+    return out | feature_type(kind).quality_counted(counted, allowed, n)
 
 
 def _reasons(

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from workers.drift.stats import SampleDict
+from workers.drift.summary import ColumnCounts
 from workers.features.registry import ColumnType, feature_type
 
 BINS = 20
@@ -53,6 +54,13 @@ class DistributionDict(TypedDict):
 def column_distribution(summary: Any, series: pd.Series, column_type: ColumnType) -> DistributionDict | None:
     """None when either side has no non-missing value (the column was not tested either)."""
     return feature_type(column_type).distribution(summary, series)
+
+
+def counted_distribution(
+    summary: Any, counted: ColumnCounts, column_type: ColumnType
+) -> DistributionDict | None:
+    """``column_distribution`` of a counted type's column given as its counts."""
+    return feature_type(column_type).distribution_counted(summary, counted)
 
 
 def edges_for(reference: np.ndarray, current: np.ndarray, *, presorted: bool = False) -> np.ndarray:

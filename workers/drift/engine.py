@@ -13,7 +13,8 @@ from workers.drift.columns import Columns, column_values, n_rows
 from workers.drift.multivariate import MultivariateDriftDict
 from workers.drift.sorts import each_column
 from workers.drift.stats import STATTESTS, SampleDict, StatTest
-from workers.drift.summary import ReferenceSummary, _check_columns, summarize_reference
+from workers.drift.summary import ColumnCounts, ReferenceSummary, _check_columns, summarize_reference
+from workers.features.base import DriftScore
 from workers.features.registry import ColumnType, feature_type, prediction_type
 
 
@@ -118,6 +119,16 @@ def column_drift(
     its feature type chooses, or by ``method``, one of the type's ``methods()``."""
     kind = feature_type(column_type)
     scored = kind.drift(summary, series) if method is None else kind.drift_by(method, summary, series)
+    return _column_result(scored, summary, column_type)
+
+
+def counted_drift(summary: Any, counted: ColumnCounts, column_type: ColumnType) -> ColumnDrift:
+    """``column_drift`` (by the type's own test) of a window given as its counts: a counted
+    type's window made of whole summarised hours (``FeatureKind.counted``)."""
+    return _column_result(feature_type(column_type).drift_counted(summary, counted), summary, column_type)
+
+
+def _column_result(scored: DriftScore | None, summary: Any, column_type: ColumnType) -> ColumnDrift:
     if scored is None:
         return _empty_column(column_type, summary.n, 0)
     test = scored.test

@@ -57,6 +57,28 @@ class CategoricalSummary:
 
 
 @dataclass(frozen=True)
+class ColumnCounts:
+    """A window's column as its per-value counts (``category_counts``: missing dropped, keys in
+    the order of their first row) and its missing rows: all that the tests exact on fixed values
+    read (chi-square, Z, Jensen-Shannon on categories, the drill-down's bars, out-of-schema
+    shares). Merged from per-hour summaries (``counts_merge``), it equals the counts of the
+    hours' rows read one after another."""
+
+    counts: dict[Any, int]
+    missing: int
+
+
+def counts_merge(parts: list[ColumnCounts]) -> ColumnCounts:
+    """The counts of parts' rows read one after another, in that order: a key first seen in a
+    later part comes after every key of the earlier ones."""
+    merged: dict[Any, int] = {}
+    for part in parts:
+        for key, count in part.counts.items():
+            merged[key] = merged.get(key, 0) + count
+    return ColumnCounts(merged, sum(part.missing for part in parts))
+
+
+@dataclass(frozen=True)
 class ReferenceSummary:
     """What ``data_drift`` needs from a reference set: per column, its type's summary."""
 

@@ -20,6 +20,7 @@ import pandas as pd
 if TYPE_CHECKING:
     from workers.drift.distribution import DistributionDict
     from workers.drift.stats import SampleDict, StatTest
+    from workers.drift.summary import ColumnCounts
 
 S = TypeVar("S")  # the type's reference summary of one column
 
@@ -178,3 +179,25 @@ class FeatureKind(ABC, Generic[S]):
     ) -> dict[str, Any]:
         """Findings beyond the missing share (e.g. out-of-schema values), merged into the column's."""
         return {}
+
+    # -- counted: a type whose drift, drill-down and data quality are functions of the window's
+    # per-value counts alone sets ``counted`` and the methods below. The columnar store then
+    # writes each compacted hour's counts (``counted_values``) beside its part, and a window of
+    # whole hours is checked on their merge (``ColumnCounts``) without reading the column.
+    counted = False
+
+    def counted_values(self, values: pd.Series) -> ColumnCounts:
+        """The column's counts, as its ``drift``, ``distribution`` and ``quality`` count it."""
+        raise NotImplementedError(f"{self.name} features are not counted")
+
+    def drift_counted(self, summary: S, counted: ColumnCounts) -> DriftScore | None:
+        """``drift`` of the window these counts are of."""
+        raise NotImplementedError(f"{self.name} features are not counted")
+
+    def distribution_counted(self, summary: S, counted: ColumnCounts) -> DistributionDict | None:
+        """``distribution`` of the window these counts are of."""
+        raise NotImplementedError(f"{self.name} features are not counted")
+
+    def quality_counted(self, counted: ColumnCounts, allowed: Iterable[Any] | None, n: int) -> dict[str, Any]:
+        """``quality`` of the window these counts are of."""
+        raise NotImplementedError(f"{self.name} features are not counted")

@@ -12,7 +12,13 @@ import pandas as pd
 from workers.drift.distribution import OTHER, TOP_CATEGORIES, DistributionDict, cramers_v, psi
 from workers.drift.sorts import column_key, memo
 from workers.drift.stats import StatTest, discrete_score, discrete_stattest, union_unique
-from workers.drift.summary import CategoricalSummary, category_counts, counts_from_json, counts_to_json
+from workers.drift.summary import (
+    CategoricalSummary,
+    ColumnCounts,
+    category_counts,
+    counts_from_json,
+    counts_to_json,
+)
 from workers.features.base import DriftScore, FeatureKind, InvalidValue
 from workers.features.registry import register_feature_type
 
@@ -66,15 +72,28 @@ class Categorical(FeatureKind[CategoricalSummary]):
     def default_stattest(self, n_reference: int, n_unique: int) -> StatTest:
         return discrete_stattest(n_reference, n_unique)
 
+    counted = True
+
+    def counted_values(self, values: pd.Series) -> ColumnCounts:
+        return ColumnCounts(_counts(values), int(self.missing(values).sum()))
+
     def drift(self, summary: CategoricalSummary, values: pd.Series) -> DriftScore | None:
-        cur_counts = _counts(values)
+        return self.drift_counted(summary, ColumnCounts(_counts(values), 0))
+
+    def drift_counted(self, summary: CategoricalSummary, counted: ColumnCounts) -> DriftScore | None:
+        cur_counts = counted.counts
         if summary.n == 0 or not cur_counts:
             return None
         test = self.default_stattest(summary.n, union_unique(summary.counts, cur_counts))
         return DriftScore(test, discrete_score(test, summary.counts, cur_counts), sum(cur_counts.values()))
 
     def distribution(self, summary: CategoricalSummary, values: pd.Series) -> DistributionDict | None:
-        reference, current = summary.counts, _counts(values)
+        return self.distribution_counted(summary, ColumnCounts(_counts(values), 0))
+
+    def distribution_counted(
+        self, summary: CategoricalSummary, counted: ColumnCounts
+    ) -> DistributionDict | None:
+        reference, current = summary.counts, counted.counts
         if not reference or not current:
             return None
         keys = sorted(
@@ -111,14 +130,20 @@ class Categorical(FeatureKind[CategoricalSummary]):
         """The share of values the reference never saw (only with the reference's categories)."""
         if allowed is None:
             return {}
-        present = values[~missing]
-        outside = ~present.isin(list(allowed))
-        examples = pd.unique(present[outside])[:_EXAMPLES]
-        count = int(outside.sum())
+        return self.quality_counted(ColumnCounts(_counts(values), int(missing.sum())), allowed, n)
+
+    def quality_counted(self, counted: ColumnCounts, allowed: Iterable[Any] | None, n: int) -> dict[str, Any]:
+        """Out of schema: the counts of values not in ``allowed``; the examples are the first
+        of them in row order (the counts' keys are in the order of their first row)."""
+        if allowed is None:
+            return {}
+        known = set(allowed)
+        outside = [key for key in counted.counts if key not in known]
+        count = sum(counted.counts[key] for key in outside)
         return {
             "out_of_schema_count": count,
             "out_of_schema_share": count / n if n else None,
-            "out_of_schema_examples": [v.item() if isinstance(v, np.generic) else v for v in examples],
+            "out_of_schema_examples": outside[:_EXAMPLES],
         }
 
 

@@ -21,6 +21,7 @@ from django.utils import timezone
 from monitoring.models import GroundTruth, PredictionSample, SamplePart
 from monitoring.store.parts import hour_of, part_read, part_write
 from monitoring.store.source import window_parts
+from monitoring.store.summaries import part_summary
 from registry.models import RegisteredModel
 
 logger = logging.getLogger(__name__)
@@ -29,7 +30,8 @@ HOUR = timedelta(hours=1)
 
 def parts_compact_due(*, now: datetime | None = None) -> int:
     """Compact every hour that is over (by DRIFTWATCH_COMPACT_AFTER_SECONDS) and has more than
-    one live part or a part with duplicates → hours compacted."""
+    one live part or a part with duplicates → hours compacted. An hour's lone clean part has
+    nothing to merge: it is given its summary in place (not counted)."""
     now = now or timezone.now()
     closed = hour_of(now - timedelta(seconds=settings.DRIFTWATCH_COMPACT_AFTER_SECONDS)) - HOUR
     hours: dict[tuple[int, datetime], list[SamplePart]] = defaultdict(list)
@@ -39,7 +41,21 @@ def parts_compact_due(*, now: datetime | None = None) -> int:
     for (model_id, bucket), parts in sorted(hours.items()):
         if len(parts) > 1 or not parts[0].is_clean:
             done += part_compact(model_id=model_id, bucket=bucket, now=now)
+        elif parts[0].summary is None and not parts[0].payload_dropped:
+            part_summarize(parts[0])
     return done
+
+
+def part_summarize(part: SamplePart) -> bool:
+    """Write a clean live part's summary → False when it was retired or summarised meanwhile.
+    A window reading it before sees it without one (and reads its columns), after with it."""
+    model = RegisteredModel.objects.get(pk=part.model_id)
+    summary = part_summary(model, part_read(part.name))
+    return bool(
+        SamplePart.objects.filter(pk=part.pk, retired_at__isnull=True, summary__isnull=True).update(
+            summary=summary
+        )
+    )
 
 
 def labels_meet_predictions() -> int:
@@ -73,6 +89,7 @@ def part_compact(*, model_id: int, bucket: datetime, now: datetime | None = None
         old_ids.append(part.id)
     merged = pa.concat_tables(tables)
     merged = merged.take(np.argsort(merged.column("timestamp").to_numpy(), kind="stable"))
+    summary = part_summary(model, merged)  # before the swap: its locks are held briefly
     name, size = part_write(model_id=model_id, bucket=bucket, table=merged)
     logger.info(
         "compaction: model=%s hour=%s parts=%s rows=%s wrote=%s",
@@ -96,6 +113,7 @@ def part_compact(*, model_id: int, bucket: datetime, now: datetime | None = None
             size=size,
             created_at=now,
             compacted=True,
+            summary=summary,
         )
         logger.info("compaction: model=%s hour=%s swapping to part=%s", model_id, bucket, new.pk)
         moved = _repoint(model_id, old_ids, new.pk, merged.column("sample_id").to_pylist())

@@ -9,7 +9,8 @@ file is retired and ``collect`` deletes it after the grace (a check may be readi
 Relational store: the old rows' features JSON is blanked to {}.
 
 A check whose window reaches before the cutoff runs only what needs no raw features and says so
-(``retention_note``).
+(``retention_note``); over whole summarised hours, that includes the categorical features' drift
+and data quality, from the counts the hours' summaries keep (``from_summaries`` names them).
 """
 
 import logging
@@ -77,6 +78,7 @@ def part_payload_drop(part: SamplePart, now: datetime) -> bool:
             created_at=now,
             compacted=part.compacted,
             payload_dropped=True,
+            summary=part.summary,  # the features' counts outlive their values
         )
         PredictionSample.objects.filter(part_id=part.pk).update(part=new)
         SamplePart.objects.filter(pk=part.pk).update(retired_at=now)

@@ -30,6 +30,7 @@ from monitoring.models import PredictionSample
 from monitoring.pg import server_cursor
 from monitoring.samples import DeferredFeatures, SampleColumns, WindowBounds, register_sample_source
 from monitoring.store.parts import FEATURE, PROBA, hour_of, part_read
+from monitoring.store.summaries import window_counts
 from monitoring.window import Kinds, Share, _db_time, _feature_kinds, labels_in_range_sql
 from registry.models import RegisteredModel
 from registry.reference import LABEL, PREDICTION, PROBA_PREFIX
@@ -421,7 +422,8 @@ def _embedding_rows(column: pa.ChunkedArray) -> np.ndarray:
     return out
 
 
-def _feature(kind: Any, column: pa.ChunkedArray) -> Any:
+def feature_values(kind: Any, column: pa.ChunkedArray) -> Any:
+    """A part's feature column typed as a window holds it."""
     if pa.types.is_fixed_size_list(column.type):
         return _embedding_rows(column)  # validated at ingest: finite, of the feature's dim, or null
     if pa.types.is_float64(column.type):
@@ -462,11 +464,12 @@ def _times(column: pa.ChunkedArray) -> Any:
 
 class Snapshot(NamedTuple):
     """A window's rows (the parts' columns asked for; None: no part), each part's hour and rows in
-    it, in order (``PartHours``), and its labels to wait for."""
+    it, in order (``PartHours``), its labels to wait for, and its parts."""
 
     table: pa.Table | None
     hours: PartHours
     labels: Callable[[], WindowLabels]
+    parts: list[ListedPart]
 
 
 def _snapshot(model: RegisteredModel, columns: list[str], start: datetime | None, end: datetime) -> Snapshot:
@@ -474,7 +477,7 @@ def _snapshot(model: RegisteredModel, columns: list[str], start: datetime | None
     labels = labels_meanwhile(model, start, end, parts)
     tables = [_read(part.name, part.kept, columns, start, end) for part in parts]
     hours = [(_hours_since_epoch(part.bucket), len(t)) for part, t in zip(parts, tables, strict=True)]
-    return Snapshot(pa.concat_tables(tables) if tables else None, hours, labels)
+    return Snapshot(pa.concat_tables(tables) if tables else None, hours, labels, parts)
 
 
 def _hours_since_epoch(bucket: datetime) -> int:
@@ -491,6 +494,7 @@ class ColumnarSampleSource:
         window: WindowBounds,
         columns: Sequence[str] | None = None,
         defer_above: int | None = None,
+        counted: bool = False,
     ) -> SampleColumns:
         kinds = _feature_kinds(model, columns)
         start = _last_n_start(model, window) if window.last_n is not None else window.start
@@ -498,11 +502,17 @@ class ColumnarSampleSource:
         wanted = ["sample_id", "timestamp", "version_id", "prediction"]
         wanted += [PROBA + str(c) for c in model.classes] + [FEATURE + n for n in kinds]
         snapshot = _snapshot(model, wanted, start, window.end)
-        table, deferred = snapshot.table, None
+        table, deferred, counts = snapshot.table, None, {}
+        if counted and window.last_n is None and table is not None:
+            names = [name for name, kind in kinds.items() if kind.counted]
+            counts = window_counts(snapshot.parts, start, window.end, names)
         if table is not None and kinds and defer_above is not None and len(table) > defer_above:
             # The parts' columns stay where they are (memory-mapped), each typed when asked for.
             deferred = DeferredFeatures(tuple(kinds), _column_reader(kinds, table))
             kinds = {}
+        elif table is not None and counts:  # counted from the summaries: read only if asked for
+            deferred = DeferredFeatures(tuple(counts), _column_reader(kinds, table))
+            kinds = {name: kind for name, kind in kinds.items() if name not in counts}
         arrays = self._arrays(model, kinds, snapshot)
         if window.last_n is not None:
             order = _newest_order(arrays, window)
@@ -511,7 +521,7 @@ class ColumnarSampleSource:
         if model.is_classification:  # typed after the trim: its dtype depends on the rows kept
             for name in (PREDICTION, LABEL):
                 arrays[name] = _class_values(arrays[name], model.classes)
-        return SampleColumns(arrays, deferred)
+        return SampleColumns(arrays, deferred, counts)
 
     def _arrays(self, model: RegisteredModel, kinds: Kinds, snapshot: Snapshot) -> dict[str, Any]:
         """The window's columns (classes as codes, typed by ``load``), the labels placed on their
@@ -520,7 +530,7 @@ class ColumnarSampleSource:
         if table is None:  # no part: no row for a label to land on
             return _empty(model, kinds)
         arrays: dict[str, Any] = {
-            name: _feature(kind, table.column(FEATURE + name)) for name, kind in kinds.items()
+            name: feature_values(kind, table.column(FEATURE + name)) for name, kind in kinds.items()
         }
         prediction = table.column("prediction")
         if model.is_classification:
@@ -576,7 +586,7 @@ def _newest_order(arrays: dict[str, Any], window: WindowBounds) -> np.ndarray:
 
 def _column_reader(kinds: Kinds, table: pa.Table) -> Callable[[str], Any]:
     """A feature of the window's table, typed as ``_arrays`` types it, read when called."""
-    return lambda name: _feature(kinds[name], table.column(FEATURE + name))
+    return lambda name: feature_values(kinds[name], table.column(FEATURE + name))
 
 
 register_sample_source("columnar", ColumnarSampleSource)
