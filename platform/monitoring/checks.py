@@ -28,6 +28,7 @@ from monitoring.segments import segments_compute, segments_realised_refresh
 from monitoring.selectors import policy_for
 from monitoring.sequential import DetectorUpdate, detector_feed
 from monitoring.store.retention import retention_note
+from monitoring.store.source import window_rows_bounds
 from monitoring.window import (
     Window,
     WindowSpec,
@@ -123,9 +124,18 @@ def _claim(model: RegisteredModel, window: WindowSpec, owner: str) -> QualityChe
 
 def check_runs_on_worker(*, model: RegisteredModel, window: WindowSpec) -> bool:
     """Whether a check asked for in a web request must be queued: its window holds more samples
-    than DRIFTWATCH_SYNC_CHECK_SAMPLES (one count query; the web timeout would cut it short)."""
+    than DRIFTWATCH_SYNC_CHECK_SAMPLES (the web timeout would cut it short). A last-N window of
+    at most that many is not; a range in the columnar store is decided by its hours' parts when
+    their rows settle it (``window_rows_bounds``); else one count query on the index."""
+    limit = settings.DRIFTWATCH_SYNC_CHECK_SAMPLES
+    if window.last_n is not None and window.last_n <= limit:
+        return False
+    if window.last_n is None and settings.DRIFTWATCH_SAMPLE_SOURCE == "columnar":
+        bounds = window_rows_bounds(model, window.start, window.end)
+        if bounds is not None and (bounds[0] > limit or bounds[1] <= limit):
+            return bounds[0] > limit
     count = window_sample_count(model=model, start=window.start, end=window.end, last_n=window.last_n)
-    return count > settings.DRIFTWATCH_SYNC_CHECK_SAMPLES
+    return count > limit
 
 
 def check_enqueue(*, model: RegisteredModel, window: WindowSpec) -> QualityCheck:
