@@ -16,6 +16,8 @@ run:
   wrapped with a timer here) beside the floor; the targets as MET / NOT MET; the check's peak
   memory, run again in a fresh process (a worker's anonymous resident memory, sampled);
 - a raw COPY of the same rows into today's JSON table, and ingestion's ratio to it;
+- with ``--fanout-slices K``, that check fanned out over K slices of its hours (each slice's and
+  the merge's time, run one after another here, and the wall time K workers would take);
 - 20 categorical features (``--categorical-samples``, 0: skipped): a check over whole hours from
   the hours' summaries (per-value counts written at compaction) against the same check reading
   the columns, alternately in one process, with their results compared;
@@ -533,6 +535,58 @@ def tabular(n: int, media: Path, url: str) -> None:
         )
 
 
+def fanout(n: int, k: int) -> None:
+    """The tabular window's check fanned out over ``k`` slices, run here one after another (the
+    tasks' services, their messages kept back): each slice's time, the merge's, and the wall time
+    k workers would take (the longest slice, then the merge) beside one worker's check; the
+    figures compared with that check's."""
+    from django.test import override_settings
+
+    import monitoring.fanout as fan
+    from monitoring.checks import check_merge_run, quality_check_run
+    from monitoring.models import CheckSlice, PredictionSample, QualityCheck
+    from monitoring.window import range_window
+    from registry.models import RegisteredModel
+
+    model = RegisteredModel.objects.get(name=f"scale-{n}")
+    start = PredictionSample.objects.filter(model=model).order_by("timestamp").first().timestamp  # type: ignore[union-attr]
+    window = range_window(start, start + 24 * HOUR)
+    QualityCheck.objects.filter(model=model).delete()
+    t = time.perf_counter()
+    single = quality_check_run(model_id=model.pk, window=window)
+    single_s = time.perf_counter() - t
+    assert single is not None
+    QualityCheck.objects.filter(model=model).delete()
+    sent: list[Any] = []
+    setattr(fan, "enqueue", lambda name, args: sent.append((name, args)))  # noqa: B010
+    with override_settings(DRIFTWATCH_CHECK_FANOUT_ROWS=1, DRIFTWATCH_CHECK_SLICE_ROWS=-(-n // k)):
+        t = time.perf_counter()
+        row = quality_check_run(model_id=model.pk, window=window)
+        cut_s = time.perf_counter() - t
+        assert row is not None
+        spent = []
+        for piece in CheckSlice.objects.filter(quality_check=row).order_by("index"):
+            t = time.perf_counter()
+            assert fan.slice_run(piece.pk)
+            spent.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        merged = check_merge_run(check_id=row.pk, attempt=row.attempts)
+        merge_s = time.perf_counter() - t
+    assert merged is not None and merged.data_quality["fanout"]["merged"], merged and merged.error
+    same = (
+        all(merged.drift["columns"][c] == single.drift["columns"][c] for c in single.drift["columns"])
+        and merged.metrics == single.metrics
+    )
+    print(
+        f"fan-out over {len(spent)} slices (run one after another here): cut {cut_s:.2f} s, slices "
+        f"{' / '.join(f'{s:.2f}' for s in spent)} s, merge {merge_s:.2f} s; on {len(spent)} workers ≈ "
+        f"{cut_s + max(spent) + merge_s:.2f} s against one worker's check {single_s:.2f} s; the same "
+        f"per-feature drift and metrics: {same}; PCA mean error {merged.drift['multivariate']['score']:.6f} "
+        f"(every row) against {single.drift['multivariate']['score']:.6f}"
+        + (" (a sample of rows)" if "sample" in single.drift["multivariate"] else "")
+    )
+
+
 def categorical(n: int) -> None:
     """A window of whole hours with N_FEATURES categorical features, checked from the hours'
     summaries (the counts written at compaction: what a check asks for) and again reading the
@@ -696,6 +750,7 @@ def main() -> None:
     parser.add_argument(
         "--categorical-samples", type=int, default=1_000_000, help="0: skip the summaries' part"
     )
+    parser.add_argument("--fanout-slices", type=int, default=0, help="the tabular check fanned out too")
     parser.add_argument("--reuse", help="an earlier run's media folder (its database kept): skip ingestion")
     args = parser.parse_args()
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # each figure as it comes
@@ -718,6 +773,8 @@ def main() -> None:
     print(f"bench/scale.py  {datetime.now(UTC):%Y-%m-%d %H:%M} UTC  media {media}")
     if args.samples:  # 0: skip the tabular check
         tabular(args.samples, media, url)
+        if args.fanout_slices:
+            fanout(args.samples, args.fanout_slices)
     if args.categorical_samples:
         categorical(args.categorical_samples)
     if args.embedding_samples:  # 0: the tabular check alone

@@ -23,6 +23,8 @@ CHECKS_RUN_DUE = "driftwatch.checks.run_due"
 CHECKS_REAP_STUCK = "driftwatch.checks.reap_stuck"
 CHECKS_REFRESH_LABELS = "driftwatch.checks.refresh_labels"
 CHECK_MODEL = "driftwatch.checks.check_model"
+CHECK_SLICE = "driftwatch.checks.check_slice"  # a fanned-out check's slice (monitoring.fanout)
+CHECK_MERGE = "driftwatch.checks.check_merge"  # its slices merged, the check stored
 RENDER_REPORT = "driftwatch.checks.render_report"
 DELIVER_NOTIFICATION = "driftwatch.alerts.deliver_notification"
 RETRAIN_RUN = "driftwatch.retraining.run_job"
@@ -40,6 +42,8 @@ ROUTES: dict[str, str] = {
     CHECKS_RUN_DUE: CHECKS,
     CHECKS_REAP_STUCK: CHECKS,
     CHECK_MODEL: CHECKS,
+    CHECK_SLICE: CHECKS,
+    CHECK_MERGE: CHECKS,
     CHECKS_REFRESH_LABELS: CHECKS,
     RETRAIN_RUN: TRAINING,
 }

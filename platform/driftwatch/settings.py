@@ -298,6 +298,12 @@ DRIFTWATCH_CHECK_STALE_SECONDS = env_int("DRIFTWATCH_CHECK_STALE_SECONDS", 15 * 
 # A check asked for through the API over a window of more samples than this runs on a worker
 # (202, the check to poll) instead of in the web request, which would outrun the web timeout.
 DRIFTWATCH_SYNC_CHECK_SAMPLES = env_int("DRIFTWATCH_SYNC_CHECK_SAMPLES", 50_000, low=0)
+# A check of a range window of more samples than this (columnar store) fans out: slices of whole
+# hours of about DRIFTWATCH_CHECK_SLICE_ROWS samples each are measured by check_slice tasks on any
+# check worker, and the last one sends check_merge (monitoring/fanout.py). 0: never (one worker
+# computes the whole check, as on a single machine).
+DRIFTWATCH_CHECK_FANOUT_ROWS = env_int("DRIFTWATCH_CHECK_FANOUT_ROWS", 0, low=0)
+DRIFTWATCH_CHECK_SLICE_ROWS = env_int("DRIFTWATCH_CHECK_SLICE_ROWS", 2_000_000, low=1)
 # Where checks read a window's samples from: a name in monitoring.samples' registry ("columnar":
 # Arrow parts in the default storage under samples/, with PredictionSample as their narrow index,
 # and predictions are then written there too; "relational": the JSON rows of PredictionSample,

@@ -21,6 +21,14 @@ from django.utils import timezone
 
 from core.enqueue import enqueue
 from monitoring.alerts import alerts_evaluate
+from monitoring.fanout import (
+    check_current,
+    fanout_slices,
+    fanout_start,
+    merged_window,
+    slice_files_delete,
+    slices_of,
+)
 from monitoring.models import CheckDistribution, CheckState, MonitoringPolicy, QualityCheck
 from monitoring.policy import ThresholdRule, WindowKind, policy_drift_methods
 from monitoring.reference import ReferenceState, drift_columns, reference_band, reference_state
@@ -51,7 +59,7 @@ from workers.drift.distribution import DistributionDict, column_distribution, co
 from workers.drift.dle import REGRESSOR_METRICS, estimate_regressor_metrics
 from workers.drift.engine import ColumnDrift, ColumnDriftDict, column_drift, counted_drift, drift_result
 from workers.drift.estimation import Estimate
-from workers.drift.multivariate import multivariate_drift
+from workers.drift.multivariate import multivariate_drift, multivariate_from_sums
 from workers.drift.quality import Metrics, classification_metrics, label_stats, regression_metrics
 from workers.drift.result import (
     CheckResultDict,
@@ -128,6 +136,8 @@ def check_runs_on_worker(*, model: RegisteredModel, window: WindowSpec) -> bool:
     at most that many is not; a range in the columnar store is decided by its hours' parts when
     their rows settle it (``window_rows_bounds``); else one count query on the index."""
     limit = settings.DRIFTWATCH_SYNC_CHECK_SAMPLES
+    if settings.DRIFTWATCH_CHECK_FANOUT_ROWS:  # a check that fans out is a worker's
+        limit = min(limit, settings.DRIFTWATCH_CHECK_FANOUT_ROWS)
     if window.last_n is not None and window.last_n <= limit:
         return False
     if window.last_n is None and settings.DRIFTWATCH_SAMPLE_SOURCE == "columnar":
@@ -208,18 +218,77 @@ def quality_check_run(*, model_id: int, window: WindowSpec, owner: str = "") -> 
 
 
 def _compute_into(row: QualityCheck, model: RegisteredModel, spec: WindowSpec) -> None:
-    policy = policy_for(model)
+    slices = fanout_slices(model, spec)
+    if slices is not None:  # the slices' tasks measure it; the last one sends check_merge
+        fanout_start(row, slices)
+        return
+    _finish(row, model, spec, _window(model, spec))
+
+
+def _window(model: RegisteredModel, spec: WindowSpec, *, defer_above: int | None = None) -> Window:
     # Past SAMPLE_ABOVE rows the PCA reads a sample of rows, so no step needs every feature at
     # once: the source may leave them to be read one at a time (``_features_measure``).
-    window = window_load(
+    return window_load(
         model=model,
         start=spec.start,
         end=spec.end,
         last_n=spec.last_n,
         labelled_only=spec.labelled_only,
-        defer_above=sorts.SAMPLE_ABOVE,
+        defer_above=sorts.SAMPLE_ABOVE if defer_above is None else defer_above,
         counted=True,
     )
+
+
+def check_merge_run(*, check_id: int, attempt: int) -> QualityCheck | None:
+    """Merge a fanned-out check's slices and compute and store the rest of it (the check_merge
+    task, sent by its last slice) → the row, None when its attempt moved on or a slice is not
+    done. The window is read with its features deferred: only the segments, DLE and features of
+    types that do not merge read them."""
+    slices = slices_of(check_id, attempt)
+    row = QualityCheck.objects.select_related("model").filter(pk=check_id).first()
+    if row is None or slices is None or not check_current(check_id, attempt):
+        return None
+    model, spec = row.model, parse_window_spec(row.window_spec, row.window_end)
+    row.attempts = attempt
+    try:
+        window = _window(model, spec, defer_above=0)
+        merged = merged_window(window, slices, model)
+        if not merged:
+            logger.info("check %s: its window changed since the slices: checked whole", row.pk)
+            window = _window(model, spec)
+        _finish(row, model, spec, window, fanout={"slices": len(slices), "merged": merged})
+    except Exception as exc:
+        logger.exception("check merge failed: check=%s model=%s", row.pk, model.pk)
+        QualityCheck.objects.filter(pk=row.pk, state=CheckState.RUNNING, attempts=attempt).update(
+            state=CheckState.FAILED, error=f"{type(exc).__name__}: {exc}", finished_at=timezone.now()
+        )
+        raise
+    finally:
+        if not check_current(check_id, attempt):  # stored (or failed): the slices' files go
+            slice_files_delete(check_id, attempt)
+    logger.info(
+        "check %s: check=%s model=%s samples=%s (%s slices)",
+        row.state,
+        row.pk,
+        model.pk,
+        row.n_samples,
+        len(slices),
+    )
+    return row
+
+
+def _finish(
+    row: QualityCheck,
+    model: RegisteredModel,
+    spec: WindowSpec,
+    window: Window,
+    *,
+    fanout: dict[str, Any] | None = None,
+) -> None:
+    """Compute the check over its loaded window and store it, with its alerts, if the row is still
+    this attempt's; ``fanout``: what the check says of its slices (``data_quality.fanout``: how
+    many, and whether merged, or the window changed since and was checked whole)."""
+    policy = policy_for(model)
     if window.frame.empty:
         _store_skipped(row, window, reason=skip_reason(spec))
         return
@@ -230,6 +299,8 @@ def _compute_into(row: QualityCheck, model: RegisteredModel, spec: WindowSpec) -
     result = check_compute(
         model=model, policy=policy, window=window, reference=reference, raw_features=retention is None
     )
+    if fanout is not None:
+        result["data_quality"] = {**result["data_quality"], "fanout": fanout}
     if retention is not None:
         # Counted features' tests ran from the hours' summaries, which retention keeps.
         kept = sorted(result["data_quality"].get("columns", {}))
@@ -431,16 +502,19 @@ def _features_measure(
     allowed = summary.categories()
     methods = policy_drift_methods(policy)
     pca = reference.multivariate if drift and multivariate else None
+    # A fanned-out check's PCA was scored by its slices, every row: the sum is merged.
+    sums = window.pca_sums if pca is not None else None
     # Past SAMPLE_ABOVE rows the PCA reads a sample of rows: each of its columns' sample is taken
-    # while the column is read, not by reading it again.
-    sampled = shared_sample_positions(n) if pca is not None and n > sorts.SAMPLE_ABOVE else None
+    # while the column is read, not by reading it again (a merged column is not in row order).
+    scored_here = pca is not None and sums is None and not window.merged
+    sampled = shared_sample_positions(n) if scored_here and n > sorts.SAMPLE_ABOVE else None
 
     counted_names = _counted(window, features, policy)
 
     def measure(name: str) -> _ColumnMeasures:
         if name in counted_names:
             return counted(name)
-        values, kind = window.feature(name), features[name]
+        values, kind = window.tested(name), features[name]
         out = _ColumnMeasures(column_quality(values, kind, allowed.get(name), n))
         if drift:
             out.drift = column_drift(summary.column(name), values, kind, methods.get(kind))
@@ -478,7 +552,9 @@ def _features_measure(
     if descriptors := {name: m.descriptors for name, m in found.items() if m.descriptors}:
         result["descriptors"] = descriptors
     if pca is not None:
-        if sampled is not None:
+        if sums is not None:
+            result["multivariate"] = multivariate_from_sums(pca, *sums)
+        elif sampled is not None:
             rows = {
                 c: found[c].sample if c in found else window.feature(c).to_numpy()[sampled]
                 for c in pca.columns

@@ -376,6 +376,26 @@ class QualityCheck(models.Model):
         return f"{self.model} {self.window_start:%Y-%m-%d %H:%M}–{self.window_end:%H:%M} ({self.state})"
 
 
+class CheckSlice(models.Model):
+    """A slice of whole hours of a fanned-out check's window (monitoring.fanout), measured by a
+    check_slice task: ``result`` names its measures' file in the storage once done."""
+
+    quality_check = models.ForeignKey(QualityCheck, on_delete=models.CASCADE, related_name="slices")
+    attempt = models.PositiveIntegerField(help_text="the check's attempt that cut it")
+    index = models.PositiveIntegerField()
+    start = models.DateTimeField()
+    end = models.DateTimeField()
+    result = models.CharField(max_length=300, blank=True, help_text="its measures' file; empty until done")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["quality_check", "attempt", "index"], name="unique_check_slice")
+        ]
+
+    def __str__(self) -> str:
+        return f"check {self.quality_check_id} attempt {self.attempt} slice {self.index}"
+
+
 class CheckDistribution(models.Model):
     """One column's distribution in the reference and in a check's window (a histogram or the top
     categories, ``workers.drift.distribution.DistributionDict``), stored by the check so that the

@@ -9,7 +9,7 @@ is read in a COPY of its own, by row id, straight into Arrow's CSV reader (``_ve
 
 import io
 import logging
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -54,6 +54,15 @@ class Window:
     # Counted features' counts over the whole window, from the parts' per-hour summaries
     # (``window_load(counted=True)`` over whole hours): their tests need not read them.
     counts: dict[str, ColumnCounts] = field(default_factory=dict)
+    # A fanned-out check's merged slices (monitoring.fanout): order-free features' values in
+    # another order (sorted, missing last), made when asked for and read by their tests in place
+    # of the column (``tested``), and the PCA's (sum of the rows' errors, rows).
+    merged: dict[str, Callable[[], pd.Series]] = field(default_factory=dict)
+    pca_sums: tuple[float, int] | None = None
+
+    def tested(self, name: str) -> pd.Series:
+        """What a feature's own tests read: its merged values (made now), or its column."""
+        return self.merged[name]() if name in self.merged else self.feature(name)
 
     def has(self, name: str) -> bool:
         return name in self.frame.columns or (self.deferred is not None and name in self.deferred.names)
@@ -74,7 +83,7 @@ class Window:
 
     def rows(self, mask: np.ndarray) -> "Window":
         """The window of these rows (a boolean mask over them), deferred features included (the
-        whole window's counts are not theirs: left out)."""
+        whole window's counts and merged measures are not theirs: left out)."""
         deferred = None if self.deferred is None else self.deferred.rows(np.flatnonzero(mask))
         return Window(self.frame[mask], self.start, self.end, deferred)
 

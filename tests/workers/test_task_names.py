@@ -12,6 +12,8 @@ PINNED = {
     (monitoring, "run_due_checks"): "driftwatch.checks.run_due",
     (monitoring, "reap_stuck_checks"): "driftwatch.checks.reap_stuck",
     (monitoring, "check_model"): "driftwatch.checks.check_model",
+    (monitoring, "check_slice"): "driftwatch.checks.check_slice",
+    (monitoring, "check_merge"): "driftwatch.checks.check_merge",
     (monitoring, "refresh_labels"): "driftwatch.checks.refresh_labels",
     (monitoring, "deliver_notification"): "driftwatch.alerts.deliver_notification",
     (monitoring, "render_report"): "driftwatch.checks.render_report",
@@ -51,6 +53,8 @@ def test_check_tasks_go_to_checks_training_to_training_and_the_rest_to_default()
         "driftwatch.checks.run_due",
         "driftwatch.checks.reap_stuck",
         "driftwatch.checks.check_model",
+        "driftwatch.checks.check_slice",
+        "driftwatch.checks.check_merge",
         "driftwatch.checks.refresh_labels",
     }
     assert queue["driftwatch.retraining.run_job"] == "training"

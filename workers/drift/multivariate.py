@@ -241,7 +241,20 @@ def multivariate_drift(
         sample = {"rows": int(m), "of": int(n), "error": float(np.sqrt(sampling_variance))}
     else:
         errors = model.errors(frame)
-    value = float(errors.mean())
+    out = _drift_dict(model, float(errors.mean()), n, sampling_variance)
+    if sample is not None:
+        out["sample"] = sample
+    return out
+
+
+def multivariate_from_sums(model: PcaDrift, total: float, n: int) -> MultivariateDriftDict:
+    """``multivariate_drift`` of a window whose rows' reconstruction errors were summed apart
+    (``total``: their sum over all ``n`` rows, the slices of a fanned-out check): every row
+    scored, so no sample and no sampling variance."""
+    return _drift_dict(model, total / n, n, 0.0)
+
+
+def _drift_dict(model: PcaDrift, value: float, n: int, sampling_variance: float) -> MultivariateDriftDict:
     low, high = model.band(n, sampling_variance)
     out: MultivariateDriftDict = {
         "method": "pca_reconstruction_error",
@@ -254,6 +267,4 @@ def multivariate_drift(
         "drifted": bool(value < low or value > high),
         "higher_is_drift": True,
     }
-    if sample is not None:
-        out["sample"] = sample
     return out

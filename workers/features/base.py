@@ -180,6 +180,11 @@ class FeatureKind(ABC, Generic[S]):
         """Findings beyond the missing share (e.g. out-of-schema values), merged into the column's."""
         return {}
 
+    # True: the type's drift, drill-down and data quality read the column's values in any order
+    # (a numerical column: sorted, counted); a fanned-out check hands them the slices' sorted
+    # values merged, not the column in row order (monitoring.fanout).
+    order_free = False
+
     # -- counted: a type whose drift, drill-down and data quality are functions of the window's
     # per-value counts alone sets ``counted`` and the methods below. The columnar store then
     # writes each compacted hour's counts (``counted_values``) beside its part, and a window of

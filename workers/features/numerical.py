@@ -87,6 +87,7 @@ class Numerical(FeatureKind[NumericalSummary]):
     summary_arrays = ("",)
     array_prefix = "num"
     distribution_note = "values past the end bins are counted in them"
+    order_free = True
 
     def clean(self, value: Any) -> Any:
         if type(value) is float:  # the common case first: 400,000 calls per 10,000-row batch

@@ -14,7 +14,8 @@ from typing import Any
 # the web and beat processes, which run no check of that size, never pay for it.
 import river.drift  # noqa: F401
 
-from monitoring.checks import checks_labels_refresh, quality_check_run
+from monitoring.checks import check_merge_run, checks_labels_refresh, quality_check_run
+from monitoring.fanout import slice_run
 from monitoring.notify import TransientDeliveryError, notification_deliver, notifications_reap_stuck
 from monitoring.reports import check_report_render, reports_reap_stuck
 from monitoring.scheduling import checks_dispatch_due, checks_reap_stuck
@@ -64,6 +65,17 @@ def check_model(self: Any, model_id: int, window_spec: str, window_end: str) -> 
     window = parse_window_spec(window_spec, datetime.fromisoformat(window_end))
     # The task id owns the row: a redelivery of this message after a kill takes over at once.
     check = quality_check_run(model_id=model_id, window=window, owner=self.request.id or "")
+    return check.pk if check else None
+
+
+@instrumented_task(queues.CHECK_SLICE)
+def check_slice(slice_id: int) -> bool:
+    return slice_run(slice_id)
+
+
+@instrumented_task(queues.CHECK_MERGE)
+def check_merge(check_id: int, attempt: int) -> int | None:
+    check = check_merge_run(check_id=check_id, attempt=attempt)
     return check.pk if check else None
 
 

@@ -505,6 +505,17 @@ def _snapshot(model: RegisteredModel, columns: list[str], start: datetime | None
     return Snapshot(pa.concat_tables(tables) if tables else None, hours, labels, parts)
 
 
+def slice_table(
+    model: RegisteredModel, start: datetime, end: datetime, names: Sequence[str]
+) -> tuple[pa.Table | None, list[ListedPart]]:
+    """The features ``names`` of the samples in [start, end) as the parts hold them (no labels,
+    no index columns; None: no part), and the parts (a fanned-out check's slice)."""
+    parts = window_parts(model, start, end)
+    columns = ["timestamp", *(FEATURE + name for name in names)]
+    tables = [_read(part.name, part.kept, columns, start, end) for part in parts]
+    return (pa.concat_tables(tables) if tables else None), parts
+
+
 def _hours_since_epoch(bucket: datetime) -> int:
     return int(pd.Timestamp(bucket).value // 1000 // US_PER_HOUR)
 

@@ -1,0 +1,186 @@
+"""A check fanned out over slices of its hours (``monitoring.fanout``): each slice's measures
+(sorted numerical values, categorical counts, the PCA's error sum) merge into the check a single
+worker makes: every figure equal, the PCA's mean error to float rounding (every row scored, summed
+apart). A superseded attempt's slices and merge do nothing; a window that changed between the
+slices and the merge is checked whole; a real worker runs the three tasks end to end."""
+
+import time
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.files.storage import default_storage
+from django.db import connection
+from rest_framework.test import APIClient
+
+from monitoring.checks import check_compute, check_merge_run, quality_check_run
+from monitoring.fanout import slice_run
+from monitoring.models import CheckSlice, CheckState, MonitoringPolicy, QualityCheck
+from monitoring.reference import reference_state
+from monitoring.segments import segments_compute
+from monitoring.store.compaction import parts_compact_due
+from monitoring.window import range_window, window_load
+from registry.models import RegisteredModel
+from tests.clock import T0
+from tests.platform.monitoring.factories import monitored_model, rows, send
+
+HOUR = timedelta(hours=1)
+WINDOW = range_window(T0, T0 + 4 * HOUR)
+COMPARED = ("n_samples", "n_labelled", "metrics", "estimated", "prediction_drift", "decisions", "segments")
+
+
+@pytest.fixture
+def columnar(settings: Any, tmp_path: Path) -> Iterator[Path]:
+    settings.MEDIA_ROOT = str(tmp_path)
+    settings.DRIFTWATCH_SAMPLE_SOURCE = "columnar"
+    settings.DRIFTWATCH_CHECK_FANOUT_ROWS = 300
+    settings.DRIFTWATCH_CHECK_SLICE_ROWS = 250
+    yield tmp_path
+
+
+def _traffic(name: str) -> RegisteredModel:
+    """Four hours: 200, 150, 250 (shifted) and 100 samples, some x2 missing, half labelled; the
+    first three compacted (with summaries), the last in two requests' parts."""
+    model = monitored_model(name, reference_rows=600, min_samples=50, min_labels=20)
+    MonitoringPolicy.objects.filter(model=model).update(segments=[{"feature": "segment"}])
+    for hour, (n, shift) in enumerate([(200, 0.0), (150, 0.0), (250, 0.9)]):
+        data = rows(n, seed=20 + hour, shift=shift)
+        for i in range(0, n, 9):
+            data[i]["features"]["x2"] = None
+        half = n // 2
+        start = T0 + hour * HOUR
+        send(model, data[:half], start=start, prefix=f"h{hour}a", step=timedelta(seconds=7))
+        send(model, data[half:], start=start + timedelta(minutes=20), prefix=f"h{hour}b", labelled=False)
+    assert parts_compact_due() == 3
+    late = rows(100, seed=30, shift=0.9)
+    send(model, late[:60], start=T0 + 3 * HOUR, prefix="h3a")
+    send(model, late[60:], start=T0 + 3 * HOUR + timedelta(minutes=5), prefix="h3b", labelled=False)
+    return model
+
+
+def _single(model: RegisteredModel) -> dict[str, Any]:
+    """What one worker computes over the window (the fan-out off)."""
+    policy = MonitoringPolicy.objects.get(model=model)
+    reference = reference_state(model=model)
+    window = window_load(model=model, start=WINDOW.start, end=WINDOW.end, counted=True)
+    result: dict[str, Any] = dict(
+        check_compute(model=model, policy=policy, window=window, reference=reference)
+    )
+    result["segments"] = segments_compute(
+        compute=check_compute, model=model, policy=policy, window=window, reference=reference
+    )
+    return result
+
+
+def _slices_run(row: QualityCheck) -> list[CheckSlice]:
+    slices = list(CheckSlice.objects.filter(quality_check=row, attempt=row.attempts).order_by("index"))
+    assert [slice_run(piece.pk) for piece in slices] == [True] * len(slices)
+    return slices
+
+
+def _same_as_single(check: QualityCheck, single: dict[str, Any]) -> None:
+    for field in COMPARED:
+        stored = getattr(check, field)
+        if field == "decisions":  # the stored check adds the sequential detector's evidence
+            stored = {k: v for k, v in stored.items() if k != "sequential"}
+        assert stored == single[field], field
+    assert {k: v for k, v in check.data_quality.items() if k != "fanout"} == single["data_quality"]
+    drift, expected = dict(check.drift), dict(single["drift"])
+    fanned, whole = drift.pop("multivariate"), expected.pop("multivariate")
+    assert drift == expected  # every feature's test and decision
+    assert fanned.pop("score") == pytest.approx(whole.pop("score"), rel=1e-12)
+    assert fanned == whole
+
+
+@pytest.mark.django_db
+def test_a_fanned_out_check_equals_the_check_one_worker_makes(columnar: Path) -> None:
+    model = _traffic("sea")
+    running = quality_check_run(model_id=model.pk, window=WINDOW)
+    assert running is not None and running.state == CheckState.RUNNING  # its slices measure it
+    slices = _slices_run(running)
+    assert [(s.start, s.end) for s in slices] == [
+        (T0, T0 + 2 * HOUR),  # 200 + 150 samples: at least 250
+        (T0 + 2 * HOUR, T0 + 3 * HOUR),
+        (T0 + 3 * HOUR, T0 + 4 * HOUR),  # the rest
+    ]
+    assert slice_run(slices[0].pk) is False  # a redelivered slice does nothing twice
+    check = check_merge_run(check_id=running.pk, attempt=running.attempts)
+    assert check is not None and check.state == CheckState.DONE, check and check.error
+    check.refresh_from_db()
+    assert check.n_samples == 700 and check.data_quality["fanout"] == {"slices": 3, "merged": True}
+    assert (
+        check.drift["columns"]["x1"]["drifted"] and check.data_quality["columns"]["x2"]["missing_count"] > 0
+    )
+    _same_as_single(check, _single(model))
+    assert not any(default_storage.exists(s.result) for s in CheckSlice.objects.filter(quality_check=check))
+    assert check_merge_run(check_id=running.pk, attempt=running.attempts) is None  # done: nothing again
+
+
+@pytest.mark.django_db
+def test_a_superseded_attempts_slices_and_merge_do_nothing(columnar: Path) -> None:
+    model = _traffic("sea")
+    running = quality_check_run(model_id=model.pk, window=WINDOW)
+    assert running is not None
+    old = list(CheckSlice.objects.filter(quality_check=running))
+    assert slice_run(old[0].pk)
+    QualityCheck.objects.filter(pk=running.pk).update(attempts=running.attempts + 1)  # taken over
+    assert [slice_run(piece.pk) for piece in old[1:]] == [False] * (len(old) - 1)
+    assert check_merge_run(check_id=running.pk, attempt=running.attempts) is None
+    assert QualityCheck.objects.get(pk=running.pk).state == CheckState.RUNNING
+
+
+@pytest.mark.django_db
+def test_a_window_that_changed_after_its_slices_is_checked_whole(columnar: Path) -> None:
+    model = _traffic("sea")
+    running = quality_check_run(model_id=model.pk, window=WINDOW)
+    assert running is not None
+    _slices_run(running)
+    send(
+        model, rows(5, seed=40), start=T0 + HOUR + timedelta(minutes=50), prefix="late"
+    )  # in slice 0's hours
+    check = check_merge_run(check_id=running.pk, attempt=running.attempts)
+    assert check is not None and check.state == CheckState.DONE and check.n_samples == 705
+    single = _single(model)
+    assert check.data_quality.pop("fanout") == {"slices": 3, "merged": False}
+    for field in ("n_samples", "n_labelled", "metrics", "estimated", "drift", "data_quality", "segments"):
+        assert getattr(check, field) == single[field], field
+
+
+def test_a_worker_runs_the_fan_out_end_to_end(
+    celery_worker: object, client_for: Callable[[str], APIClient], columnar: Path
+) -> None:
+    """The check asked for through the API goes to a worker (202), which fans it out; the slices'
+    tasks and the merge run there; the check polled is the one a single worker makes."""
+    model = _traffic("sea")
+    body = {"start": WINDOW.start.isoformat(), "end": WINDOW.end.isoformat()}
+    response = client_for("ingest").post("/api/v1/models/sea/checks", body, format="json")
+    assert response.status_code == 202, response.content[:300]
+    deadline = time.monotonic() + 120
+    while True:
+        connection.close()  # the worker thread commits on its own connection
+        check = QualityCheck.objects.get(pk=response.json()["id"])
+        if check.state not in (CheckState.QUEUED, CheckState.RUNNING) or time.monotonic() > deadline:
+            break
+        time.sleep(0.3)
+    assert check.state == CheckState.DONE, check.error
+    assert check.data_quality["fanout"] == {"slices": 3, "merged": True}
+    _same_as_single(check, _single(model))
+
+
+@pytest.mark.django_db
+def test_slices_scored_by_a_reference_replaced_since_are_not_merged(columnar: Path) -> None:
+    """A reference uploaded between the slices and the merge (its PCA is another): checked whole."""
+    from registry.services import reference_upload
+
+    model = _traffic("sea")
+    running = quality_check_run(model_id=model.pk, window=WINDOW)
+    assert running is not None
+    _slices_run(running)
+    reference_upload(model=model, rows=rows(500, seed=77))
+    check = check_merge_run(check_id=running.pk, attempt=running.attempts)
+    assert check is not None and check.state == CheckState.DONE
+    assert check.data_quality.pop("fanout") == {"slices": 3, "merged": False}
+    single = _single(model)
+    assert check.drift == single["drift"] and check.data_quality == single["data_quality"]
