@@ -5,9 +5,13 @@ from typing import Any
 
 import numpy as np
 
+from monitoring.checks import check_compute
 from monitoring.models import BacklogBatch, DetectorBacklog, GroundTruth, MonitoringPolicy
+from monitoring.reference import reference_state
+from monitoring.segments import segments_compute
 from monitoring.sequential import batch_entries
 from monitoring.services import labels_ingest, predictions_ingest
+from monitoring.window import Window
 from registry.models import RegisteredModel
 from registry.services import model_register, reference_upload
 
@@ -97,3 +101,15 @@ def unfed(model: RegisteredModel) -> list[str]:
     label_ids = [*waiting, *np.concatenate([np.empty(0, np.int64), *batched]).tolist()]
     assert len(set(label_ids)) == len(label_ids), "a label queued twice"
     return sorted(GroundTruth.objects.filter(pk__in=label_ids).values_list("sample_id", flat=True))
+
+
+def check_with_segments(model: RegisteredModel, window: Window) -> dict[str, Any]:
+    """A check's result over a loaded window and its segments' (``result``, ``segments``), as a
+    stored check computes them, by the model's policy and active reference."""
+    policy = MonitoringPolicy.objects.get(model=model)
+    reference = reference_state(model=model)
+    result = check_compute(model=model, policy=policy, window=window, reference=reference)
+    segments = segments_compute(
+        compute=check_compute, model=model, policy=policy, window=window, reference=reference
+    )
+    return {"result": result, "segments": segments}

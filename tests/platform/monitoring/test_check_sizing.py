@@ -3,7 +3,6 @@ in the columnar store a range window is sized by its hours' parts when their row
 count of the index rows: 0.75 s at 10M), by one count query when they do not, and always the
 same answer as the count."""
 
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -21,13 +20,6 @@ from tests.platform.monitoring.factories import monitored_model, rows, send
 
 pytestmark = pytest.mark.django_db
 HOUR = timedelta(hours=1)
-
-
-@pytest.fixture
-def columnar(settings: Any, tmp_path: Path) -> Iterator[Path]:
-    settings.MEDIA_ROOT = str(tmp_path)
-    settings.DRIFTWATCH_SAMPLE_SOURCE = "columnar"
-    yield tmp_path
 
 
 def _counted(model: RegisteredModel, window: WindowSpec, limit: int, settings: Any) -> tuple[bool, bool]:

@@ -5,7 +5,6 @@ collected, hours pruned, only the columns asked for, embeddings as float32 rows,
 import importlib
 import io
 import threading
-from collections.abc import Iterator
 from datetime import timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -35,13 +34,6 @@ from workers.features.registry import feature_type
 
 pytestmark = pytest.mark.django_db
 HOUR = timedelta(hours=1)
-
-
-@pytest.fixture
-def columnar(settings: Any, tmp_path: Path) -> Iterator[Path]:
-    settings.MEDIA_ROOT = str(tmp_path)
-    settings.DRIFTWATCH_SAMPLE_SOURCE = "columnar"
-    yield tmp_path
 
 
 def PG() -> bool:  # noqa: N802

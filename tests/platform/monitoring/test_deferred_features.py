@@ -5,7 +5,6 @@ with every feature held; each feature is read once; a column is let go before th
 
 import gc
 import weakref
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -18,25 +17,17 @@ from monitoring import checks
 from monitoring.checks import check_compute, quality_check_run
 from monitoring.models import CheckState, MonitoringPolicy
 from monitoring.reference import reference_state
-from monitoring.segments import segments_compute
 from monitoring.services import labels_ingest
 from monitoring.window import Window, range_window, window_load
 from registry.models import RegisteredModel
 from registry.services import model_register, reference_upload
 from tests.clock import T0
-from tests.platform.monitoring.factories import rows, send
+from tests.platform.monitoring.factories import check_with_segments, rows, send
 from workers.drift import sorts
 
 pytestmark = pytest.mark.django_db
 WORDS = ["good", "bad", "fast", "slow", "late", "broken", "fine", "great"]
 FEATURES = ["x1", "x2", "segment", "review", "emb"]
-
-
-@pytest.fixture
-def columnar(settings: Any, tmp_path: Path) -> Iterator[Path]:
-    settings.MEDIA_ROOT = str(tmp_path)
-    settings.DRIFTWATCH_SAMPLE_SOURCE = "columnar"
-    yield tmp_path
 
 
 def _data(n: int, *, seed: int, shift: float = 0.0) -> list[dict[str, Any]]:
@@ -96,13 +87,7 @@ def _load(model: RegisteredModel, defer_above: int | None, **bounds: Any) -> Win
 
 
 def _result(model: RegisteredModel, window: Window) -> bytes:
-    policy = MonitoringPolicy.objects.get(model=model)
-    reference = reference_state(model=model)
-    result = check_compute(model=model, policy=policy, window=window, reference=reference)
-    segments = segments_compute(
-        compute=check_compute, model=model, policy=policy, window=window, reference=reference
-    )
-    return orjson.dumps({"result": result, "segments": segments}, option=orjson.OPT_SERIALIZE_NUMPY)
+    return orjson.dumps(check_with_segments(model, window), option=orjson.OPT_SERIALIZE_NUMPY)
 
 
 @pytest.mark.parametrize(

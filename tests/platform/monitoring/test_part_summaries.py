@@ -4,7 +4,6 @@ check equals the one made from the columns read whole, byte for byte (evidently 
 because the counts, in their order, are the same); a window that is not whole summarised hours
 reads the columns; retention keeps the counts."""
 
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -14,29 +13,19 @@ import orjson
 import pandas as pd
 import pytest
 
-from monitoring.checks import check_compute
 from monitoring.models import MonitoringPolicy, SamplePart
-from monitoring.reference import reference_state
-from monitoring.segments import segments_compute
 from monitoring.store.compaction import parts_compact_due
 from monitoring.store.retention import payloads_expire
 from monitoring.window import Window, window_load
 from registry.models import RegisteredModel
 from registry.services import model_register, reference_upload
 from tests.clock import NOW, T0
-from tests.platform.monitoring.factories import rows, send
+from tests.platform.monitoring.factories import check_with_segments, rows, send
 from workers.drift import sorts
 from workers.drift.summary import category_counts
 
 pytestmark = pytest.mark.django_db
 HOUR = timedelta(hours=1)
-
-
-@pytest.fixture
-def columnar(settings: Any, tmp_path: Path) -> Iterator[Path]:
-    settings.MEDIA_ROOT = str(tmp_path)
-    settings.DRIFTWATCH_SAMPLE_SOURCE = "columnar"
-    yield tmp_path
 
 
 def _data(n: int, *, seed: int, shift: float = 0.0) -> list[dict[str, Any]]:
@@ -92,13 +81,7 @@ def _traffic(model: RegisteredModel) -> None:
 
 
 def _result(model: RegisteredModel, window: Window) -> bytes:
-    policy = MonitoringPolicy.objects.get(model=model)
-    reference = reference_state(model=model)
-    result = check_compute(model=model, policy=policy, window=window, reference=reference)
-    segments = segments_compute(
-        compute=check_compute, model=model, policy=policy, window=window, reference=reference
-    )
-    return orjson.dumps({"result": result, "segments": segments}, option=orjson.OPT_SERIALIZE_NUMPY)
+    return orjson.dumps(check_with_segments(model, window), option=orjson.OPT_SERIALIZE_NUMPY)
 
 
 def _load(model: RegisteredModel, *, counted: bool, **bounds: Any) -> Window:

@@ -2,7 +2,7 @@
 task blanks old features (relational) or retires whole old parts (columnar), keeping index rows,
 labels and checks; a check over a window past retention says what it ran and skipped."""
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -27,13 +27,6 @@ from tests.platform.monitoring.factories import monitored_model, rows, send
 pytestmark = pytest.mark.django_db
 OLD = T0  # at least 2 days 16 hours before now: past a 2-day retention
 FRESH = at(hours=-3, base=NOW)
-
-
-@pytest.fixture
-def columnar(settings: Any, tmp_path: Path) -> Iterator[Path]:
-    settings.MEDIA_ROOT = str(tmp_path)
-    settings.DRIFTWATCH_SAMPLE_SOURCE = "columnar"
-    yield tmp_path
 
 
 @pytest.fixture
