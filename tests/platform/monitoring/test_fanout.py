@@ -5,7 +5,7 @@ apart). A superseded attempt's slices and merge do nothing; a window that change
 slices and the merge is checked whole; a real worker runs the three tasks end to end."""
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -15,16 +15,14 @@ from django.core.files.storage import default_storage
 from django.db import connection
 from rest_framework.test import APIClient
 
-from monitoring.checks import check_compute, check_merge_run, quality_check_run
+from monitoring.checks import check_merge_run, quality_check_run
 from monitoring.fanout import slice_run
 from monitoring.models import CheckSlice, CheckState, MonitoringPolicy, QualityCheck
-from monitoring.reference import reference_state
-from monitoring.segments import segments_compute
 from monitoring.store.compaction import parts_compact_due
 from monitoring.window import range_window, window_load
 from registry.models import RegisteredModel
 from tests.clock import T0
-from tests.platform.monitoring.factories import monitored_model, rows, send
+from tests.platform.monitoring.factories import check_with_segments, monitored_model, rows, send
 
 HOUR = timedelta(hours=1)
 WINDOW = range_window(T0, T0 + 4 * HOUR)
@@ -32,18 +30,17 @@ COMPARED = ("n_samples", "n_labelled", "metrics", "estimated", "prediction_drift
 
 
 @pytest.fixture
-def columnar(settings: Any, tmp_path: Path) -> Iterator[Path]:
-    settings.MEDIA_ROOT = str(tmp_path)
-    settings.DRIFTWATCH_SAMPLE_SOURCE = "columnar"
+def fanned(columnar: Path, settings: Any) -> Path:
+    """A window of more than 300 samples fans out, slices of at least 250."""
     settings.DRIFTWATCH_CHECK_FANOUT_ROWS = 300
     settings.DRIFTWATCH_CHECK_SLICE_ROWS = 250
-    yield tmp_path
+    return columnar
 
 
-def _traffic(name: str) -> RegisteredModel:
+def _traffic(name: str, reference_rows: int = 600) -> RegisteredModel:
     """Four hours: 200, 150, 250 (shifted) and 100 samples, some x2 missing, half labelled; the
     first three compacted (with summaries), the last in two requests' parts."""
-    model = monitored_model(name, reference_rows=600, min_samples=50, min_labels=20)
+    model = monitored_model(name, reference_rows=reference_rows, min_samples=50, min_labels=20)
     MonitoringPolicy.objects.filter(model=model).update(segments=[{"feature": "segment"}])
     for hour, (n, shift) in enumerate([(200, 0.0), (150, 0.0), (250, 0.9)]):
         data = rows(n, seed=20 + hour, shift=shift)
@@ -62,16 +59,9 @@ def _traffic(name: str) -> RegisteredModel:
 
 def _single(model: RegisteredModel) -> dict[str, Any]:
     """What one worker computes over the window (the fan-out off)."""
-    policy = MonitoringPolicy.objects.get(model=model)
-    reference = reference_state(model=model)
     window = window_load(model=model, start=WINDOW.start, end=WINDOW.end, counted=True)
-    result: dict[str, Any] = dict(
-        check_compute(model=model, policy=policy, window=window, reference=reference)
-    )
-    result["segments"] = segments_compute(
-        compute=check_compute, model=model, policy=policy, window=window, reference=reference
-    )
-    return result
+    found = check_with_segments(model, window)
+    return {**found["result"], "segments": found["segments"]}
 
 
 def _slices_run(row: QualityCheck) -> list[CheckSlice]:
@@ -88,14 +78,14 @@ def _same_as_single(check: QualityCheck, single: dict[str, Any]) -> None:
         assert stored == single[field], field
     assert {k: v for k, v in check.data_quality.items() if k != "fanout"} == single["data_quality"]
     drift, expected = dict(check.drift), dict(single["drift"])
-    fanned, whole = drift.pop("multivariate"), expected.pop("multivariate")
+    split, whole = drift.pop("multivariate"), expected.pop("multivariate")
     assert drift == expected  # every feature's test and decision
-    assert fanned.pop("score") == pytest.approx(whole.pop("score"), rel=1e-12)
-    assert fanned == whole
+    assert split.pop("score") == pytest.approx(whole.pop("score"), rel=1e-12)
+    assert split == whole
 
 
 @pytest.mark.django_db
-def test_a_fanned_out_check_equals_the_check_one_worker_makes(columnar: Path) -> None:
+def test_a_fanned_out_check_equals_the_check_one_worker_makes(fanned: Path) -> None:
     model = _traffic("sea")
     running = quality_check_run(model_id=model.pk, window=WINDOW)
     assert running is not None and running.state == CheckState.RUNNING  # its slices measure it
@@ -119,7 +109,7 @@ def test_a_fanned_out_check_equals_the_check_one_worker_makes(columnar: Path) ->
 
 
 @pytest.mark.django_db
-def test_a_superseded_attempts_slices_and_merge_do_nothing(columnar: Path) -> None:
+def test_a_superseded_attempts_slices_and_merge_do_nothing(fanned: Path) -> None:
     model = _traffic("sea")
     running = quality_check_run(model_id=model.pk, window=WINDOW)
     assert running is not None
@@ -132,7 +122,7 @@ def test_a_superseded_attempts_slices_and_merge_do_nothing(columnar: Path) -> No
 
 
 @pytest.mark.django_db
-def test_a_window_that_changed_after_its_slices_is_checked_whole(columnar: Path) -> None:
+def test_a_window_that_changed_after_its_slices_is_checked_whole(fanned: Path) -> None:
     model = _traffic("sea")
     running = quality_check_run(model_id=model.pk, window=WINDOW)
     assert running is not None
@@ -149,7 +139,7 @@ def test_a_window_that_changed_after_its_slices_is_checked_whole(columnar: Path)
 
 
 def test_a_worker_runs_the_fan_out_end_to_end(
-    celery_worker: object, client_for: Callable[[str], APIClient], columnar: Path
+    celery_worker: object, client_for: Callable[[str], APIClient], fanned: Path
 ) -> None:
     """The check asked for through the API goes to a worker (202), which fans it out; the slices'
     tasks and the merge run there; the check polled is the one a single worker makes."""
@@ -170,7 +160,7 @@ def test_a_worker_runs_the_fan_out_end_to_end(
 
 
 @pytest.mark.django_db
-def test_slices_scored_by_a_reference_replaced_since_are_not_merged(columnar: Path) -> None:
+def test_slices_scored_by_a_reference_replaced_since_are_not_merged(fanned: Path) -> None:
     """A reference uploaded between the slices and the merge (its PCA is another): checked whole."""
     from registry.services import reference_upload
 
@@ -184,3 +174,36 @@ def test_slices_scored_by_a_reference_replaced_since_are_not_merged(columnar: Pa
     assert check.data_quality.pop("fanout") == {"slices": 3, "merged": False}
     single = _single(model)
     assert check.drift == single["drift"] and check.data_quality == single["data_quality"]
+
+
+@pytest.mark.django_db
+def test_a_sampled_distance_of_a_fanned_out_check_is_within_its_stated_error(
+    fanned: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past SAMPLE_ABOVE a distance is scored on a sample: one worker's of its rows, the merge's of
+    the merged values. The scores are within their stated errors, and so the decisions the same
+    wherever the score is clear of the threshold by them."""
+    from workers.drift import sorts
+
+    monkeypatch.setattr(sorts, "SAMPLE_ABOVE", 350)
+    monkeypatch.setattr(sorts, "SAMPLE_SIZE", 300)
+    model = _traffic("sea", reference_rows=1500)  # Wasserstein (a distance) past 1,000 reference rows
+    running = quality_check_run(model_id=model.pk, window=WINDOW)
+    assert running is not None
+    _slices_run(running)
+    check = check_merge_run(check_id=running.pk, attempt=running.attempts)
+    assert check is not None and check.state == CheckState.DONE
+    single = _single(model)
+    assert sum(bool(c.get("sample")) for c in single["drift"]["columns"].values()) == 2  # x1, x2
+    for name, whole in single["drift"]["columns"].items():
+        split = check.drift["columns"][name]
+        if not whole.get("sample"):
+            assert split == whole, name
+            continue
+        error = whole["sample"]["error"] + split["sample"]["error"]
+        assert split["sample"]["rows"] == whole["sample"]["rows"] == 300
+        assert abs(split["score"] - whole["score"]) <= 3 * error, name
+        if abs(whole["score"] - whole["threshold"]) > 3 * error:
+            assert split["drifted"] == whole["drifted"], name
+    assert "sample" not in check.drift["multivariate"]  # every row's error, summed by the slices
+    assert check.metrics == single["metrics"]
