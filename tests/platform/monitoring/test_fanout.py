@@ -70,6 +70,14 @@ def _slices_run(row: QualityCheck) -> list[CheckSlice]:
     return slices
 
 
+def _sliced(model: RegisteredModel) -> QualityCheck:
+    """The window's check fanned out and its slices run, one after another (not merged yet)."""
+    running = quality_check_run(model_id=model.pk, window=WINDOW)
+    assert running is not None and running.state == CheckState.RUNNING
+    _slices_run(running)
+    return running
+
+
 def _same_as_single(check: QualityCheck, single: dict[str, Any]) -> None:
     for field in COMPARED:
         stored = getattr(check, field)
@@ -124,9 +132,7 @@ def test_a_superseded_attempts_slices_and_merge_do_nothing(fanned: Path) -> None
 @pytest.mark.django_db
 def test_a_window_that_changed_after_its_slices_is_checked_whole(fanned: Path) -> None:
     model = _traffic("sea")
-    running = quality_check_run(model_id=model.pk, window=WINDOW)
-    assert running is not None
-    _slices_run(running)
+    running = _sliced(model)
     send(
         model, rows(5, seed=40), start=T0 + HOUR + timedelta(minutes=50), prefix="late"
     )  # in slice 0's hours
@@ -165,9 +171,7 @@ def test_slices_scored_by_a_reference_replaced_since_are_not_merged(fanned: Path
     from registry.services import reference_upload
 
     model = _traffic("sea")
-    running = quality_check_run(model_id=model.pk, window=WINDOW)
-    assert running is not None
-    _slices_run(running)
+    running = _sliced(model)
     reference_upload(model=model, rows=rows(500, seed=77))
     check = check_merge_run(check_id=running.pk, attempt=running.attempts)
     assert check is not None and check.state == CheckState.DONE
@@ -188,9 +192,7 @@ def test_a_sampled_distance_of_a_fanned_out_check_is_within_its_stated_error(
     monkeypatch.setattr(sorts, "SAMPLE_ABOVE", 350)
     monkeypatch.setattr(sorts, "SAMPLE_SIZE", 300)
     model = _traffic("sea", reference_rows=1500)  # Wasserstein (a distance) past 1,000 reference rows
-    running = quality_check_run(model_id=model.pk, window=WINDOW)
-    assert running is not None
-    _slices_run(running)
+    running = _sliced(model)
     check = check_merge_run(check_id=running.pk, attempt=running.attempts)
     assert check is not None and check.state == CheckState.DONE
     single = _single(model)
