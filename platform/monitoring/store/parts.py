@@ -101,7 +101,9 @@ def samples_batch(
 
 
 def hour_of(value: datetime) -> datetime:
-    return value.replace(minute=0, second=0, microsecond=0)
+    """The UTC hour ``value`` is in (the hour of the part that holds a sample of that time)."""
+    utc = value.astimezone(UTC) if value.tzinfo is not None else value
+    return utc.replace(minute=0, second=0, microsecond=0)
 
 
 def part_name(model_id: int, bucket: datetime) -> str:

@@ -125,7 +125,7 @@ def window_rows_bounds(
     parts = SamplePart.objects.filter(model=model, retired_at__isnull=True, bucket__lt=end)
     whole = Q(bucket__lte=end - timedelta(hours=1))
     if start is not None:
-        first = hour_of(start.astimezone(UTC))
+        first = hour_of(start)
         parts = parts.filter(bucket__gte=first)
         whole &= Q(bucket__gte=first if first == start else first + timedelta(hours=1))
     found = parts.aggregate(high=Coalesce(Sum("indexed"), 0), low=Coalesce(Sum("indexed", filter=whole), 0))

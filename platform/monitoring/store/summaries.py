@@ -16,7 +16,7 @@ reads its columns as before.
 """
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import pandas as pd
@@ -50,7 +50,7 @@ def part_summary(model: RegisteredModel, table: pa.Table) -> dict[str, Any]:
 
 
 def _whole_hour(value: datetime) -> bool:
-    return hour_of(value.astimezone(UTC)) == value
+    return hour_of(value) == value
 
 
 def window_counts(

@@ -179,3 +179,19 @@ def test_a_check_past_retention_runs_the_categorical_tests_from_the_summaries(co
         assert after.drift["columns"][name] == before.drift["columns"][name]
         assert after.data_quality["columns"][name] == before.data_quality["columns"][name]
     assert after.drift["columns"]["city"]["drifted"]  # the shifted last hour
+
+
+def test_a_window_bounded_in_another_time_zone_reads_and_counts_its_utc_hours(columnar: Path) -> None:
+    """Parts are UTC hours: a bound at +05:30 is placed on them by its instant (14:10+05:30 is
+    08:40 UTC, in the part of 08:00 UTC; 13:30+05:30 is 08:00 UTC, a whole hour)."""
+    from datetime import timezone as tz
+
+    model = _model()
+    _traffic(model)
+    india = tz(timedelta(hours=5, minutes=30))
+    inside = (T0 + timedelta(minutes=40)).astimezone(india)
+    cut = _load(model, counted=True, start=inside, end=T0 + HOUR)
+    whole = _load(model, counted=False, start=T0, end=T0 + HOUR)
+    assert len(cut.frame) == int((whole.frame["timestamp"] >= inside).sum()) > 0 and cut.counts == {}
+    shifted = _load(model, counted=True, start=T0.astimezone(india), end=(T0 + HOUR).astimezone(india))
+    assert len(shifted.frame) == len(whole.frame) == 420 and sorted(shifted.counts) == ["city", "segment"]
