@@ -47,6 +47,7 @@ from django.utils import timezone
 from core.enqueue import enqueue
 from monitoring.models import CheckSlice, CheckState, QualityCheck, SamplePart
 from monitoring.reference import reference_state
+from monitoring.store.collect import SLICES
 from monitoring.store.parts import FEATURE, hour_of
 from monitoring.store.source import feature_values, slice_table, window_rows_bounds
 from monitoring.store.summaries import window_counts
@@ -58,7 +59,6 @@ from workers.drift.summary import ColumnCounts, counts_from_json, counts_merge, 
 
 logger = logging.getLogger(__name__)
 HOUR = timedelta(hours=1)
-PREFIX = "checks"  # the slices' files in the storage: checks/<check>/<attempt>-<slice>-<uuid>.npz
 
 
 def fanout_slices(model: RegisteredModel, spec: WindowSpec) -> list[tuple[datetime, datetime]] | None:
@@ -228,8 +228,9 @@ def slice_run(slice_id: int) -> bool:
         return False
     row = piece.quality_check
     measures = slice_measure(row.model, piece.start, piece.end)
+    written = int(timezone.now().timestamp() * 1000)  # the collector's grace counts from it
     name = default_storage.save(
-        f"{PREFIX}/{row.pk}/{piece.attempt}-{piece.index}-{uuid.uuid4().hex}.npz",
+        f"{SLICES}/{row.pk}/{written}-{piece.attempt}-{piece.index}-{uuid.uuid4().hex}.npz",
         ContentFile(_measures_bytes(measures)),
     )
     with transaction.atomic():

@@ -209,3 +209,23 @@ def test_a_sampled_distance_of_a_fanned_out_check_is_within_its_stated_error(
             assert split["drifted"] == whole["drifted"], name
     assert "sample" not in check.drift["multivariate"]  # every row's error, summed by the slices
     assert check.metrics == single["metrics"]
+
+
+@pytest.mark.django_db
+def test_slice_files_of_no_running_check_are_collected_after_the_grace(fanned: Path, settings: Any) -> None:
+    """A check given up (or deleted) before its merge leaves its slices' files: the part collector
+    deletes them once past the grace, and keeps a running check's."""
+    from django.utils import timezone
+
+    from monitoring.store.collect import parts_collect
+
+    model = _traffic("sea")
+    running = _sliced(model)
+    files = list(CheckSlice.objects.filter(quality_check=running).values_list("result", flat=True))
+    assert len(files) == 3 and all(default_storage.exists(name) for name in files)
+    later = timezone.now() + timedelta(seconds=settings.DRIFTWATCH_PART_GRACE_SECONDS + 60)
+    parts_collect(now=later)  # the compacted hours' retired parts go
+    assert all(default_storage.exists(name) for name in files)  # its check is running: kept
+    QualityCheck.objects.filter(pk=running.pk).update(state=CheckState.FAILED)
+    assert parts_collect(now=timezone.now()) == 0  # within the grace
+    assert parts_collect(now=later) == 3 and not any(default_storage.exists(name) for name in files)
