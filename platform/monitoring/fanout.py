@@ -47,8 +47,10 @@ from django.utils import timezone
 from core.enqueue import enqueue
 from monitoring.models import CheckSlice, CheckState, QualityCheck, SamplePart
 from monitoring.reference import reference_state
+from monitoring.selectors import policy_for
 from monitoring.store.collect import SLICES
 from monitoring.store.parts import FEATURE, hour_of
+from monitoring.store.retention import retention_note
 from monitoring.store.source import feature_values, slice_table, window_rows_bounds
 from monitoring.store.summaries import window_counts
 from monitoring.window import Window, WindowSpec
@@ -63,13 +65,15 @@ HOUR = timedelta(hours=1)
 
 def fanout_slices(model: RegisteredModel, spec: WindowSpec) -> list[tuple[datetime, datetime]] | None:
     """The window's slices when its check fans out, else None: a range window, the columnar
-    store, more than DRIFTWATCH_CHECK_FANOUT_ROWS samples at most (its parts' rows), two slices
-    or more."""
+    store, none of it past the payloads' retention, more than DRIFTWATCH_CHECK_FANOUT_ROWS
+    samples at most (its parts' rows), two slices or more."""
     limit = settings.DRIFTWATCH_CHECK_FANOUT_ROWS
     if not limit or spec.start is None or spec.last_n is not None:
         return None
     if settings.DRIFTWATCH_SAMPLE_SOURCE != "columnar":
         return None
+    if retention_note(policy_for(model), spec.start) is not None:
+        return None  # its features are gone past the cutoff: one worker runs what is left
     bounds = window_rows_bounds(model, spec.start, spec.end)
     if bounds is None or bounds[1] <= limit:
         return None

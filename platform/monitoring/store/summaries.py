@@ -29,9 +29,10 @@ from registry.schema import model_schema
 from workers.drift.summary import ColumnCounts, counts_from_json, counts_merge, counts_to_json
 
 FORMAT = 1
-# A feature of more distinct values in an hour is not summarised (its counts would outgrow the
-# part's row); a window over that hour reads it.
+# A feature of more distinct values in an hour, or of longer ones all told, is not summarised
+# (its counts would outgrow the part's row); a window over that hour reads it.
 MAX_KEYS = 10_000
+MAX_KEY_CHARS = 1_000_000
 
 
 def part_summary(model: RegisteredModel, table: pa.Table) -> dict[str, Any]:
@@ -44,7 +45,8 @@ def part_summary(model: RegisteredModel, table: pa.Table) -> dict[str, Any]:
             continue
         values = pd.Series(feature_values(kind, table.column(FEATURE + name)), copy=False)
         counted = kind.counted_values(values)
-        if len(counted.counts) <= MAX_KEYS:
+        small = len(counted.counts) <= MAX_KEYS and sum(len(str(k)) for k in counted.counts) <= MAX_KEY_CHARS
+        if small:
             columns[name] = {"missing": counted.missing, "counts": counts_to_json(counted.counts)}
     return {"version": FORMAT, "rows": len(table), "columns": columns}
 

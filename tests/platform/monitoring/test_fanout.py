@@ -229,3 +229,13 @@ def test_slice_files_of_no_running_check_are_collected_after_the_grace(fanned: P
     QualityCheck.objects.filter(pk=running.pk).update(state=CheckState.FAILED)
     assert parts_collect(now=timezone.now()) == 0  # within the grace
     assert parts_collect(now=later) == 3 and not any(default_storage.exists(name) for name in files)
+
+
+@pytest.mark.django_db
+def test_a_window_past_the_payloads_retention_is_not_fanned_out(fanned: Path) -> None:
+    model = _traffic("sea")
+    MonitoringPolicy.objects.filter(model=model).update(payload_retention_days=1)
+    check = quality_check_run(model_id=model.pk, window=WINDOW)
+    assert check is not None and check.state == CheckState.DONE and check.n_samples == 700
+    assert "fanout" not in check.data_quality and "retention" in check.data_quality
+    assert not CheckSlice.objects.exists()

@@ -195,3 +195,17 @@ def test_a_window_bounded_in_another_time_zone_reads_and_counts_its_utc_hours(co
     assert len(cut.frame) == int((whole.frame["timestamp"] >= inside).sum()) > 0 and cut.counts == {}
     shifted = _load(model, counted=True, start=T0.astimezone(india), end=(T0 + HOUR).astimezone(india))
     assert len(shifted.frame) == len(whole.frame) == 420 and sorted(shifted.counts) == ["city", "segment"]
+
+
+def test_a_feature_of_too_many_or_too_long_values_is_not_summarised(
+    columnar: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from monitoring.store import summaries
+
+    monkeypatch.setattr(summaries, "MAX_KEY_CHARS", 20)  # "a", "b", "c" fit; c0…c39 do not
+    model = _model()
+    _traffic(model)
+    parts = SamplePart.objects.filter(model=model, retired_at__isnull=True)
+    assert all(sorted(p.summary["columns"]) == ["segment"] for p in parts)
+    window = _load(model, counted=True)
+    assert sorted(window.counts) == ["segment"] and "city" in window.frame.columns  # read, not deferred
