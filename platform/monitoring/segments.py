@@ -53,10 +53,12 @@ def _top_values(labels: pd.Series, limit: int) -> list[str]:
 
 @functools.lru_cache(maxsize=32)
 def _reference_segments(
-    model_id: int, reference_id: int, spec: SegmentSpec, limit: int
+    model_id: int, reference_id: int, summary_name: str, spec: SegmentSpec, limit: int
 ) -> tuple[list[str], dict[str, ReferenceState]]:
     """The segment values (top by reference volume) and each one's reference state, fitted once
-    per reference and process (a re-activated reference has another id)."""
+    per reference and process (a re-activated reference has another id; ``summary_name``, its
+    summary file's unique name, keys the cache too, as the reference's own cache is keyed: an id
+    used again, as a test database's rolled-back rows reuse them, is another reference)."""
     frame = reference_frame(reference_id=reference_id)
     if frame is None or spec.feature not in frame.columns:
         return [], {}
@@ -122,7 +124,9 @@ def segments_compute(
             continue
         labels = spec.labels(window.feature(spec.feature))
         top, states = (
-            _reference_segments(model.pk, reference.reference_id, spec, policy.segment_limit)
+            _reference_segments(
+                model.pk, reference.reference_id, reference.summary_name, spec, policy.segment_limit
+            )
             if reference is not None
             else ([], {})
         )
