@@ -10,12 +10,13 @@ them) and are deleted by ``collect``.
 import logging
 from collections import defaultdict
 from datetime import datetime, timedelta
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Exists, OuterRef, Subquery
+from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from monitoring.models import GroundTruth, PredictionSample, SamplePart
@@ -28,21 +29,41 @@ logger = logging.getLogger(__name__)
 HOUR = timedelta(hours=1)
 
 
+# Lone clean parts summarised per compaction run: an upgraded install's older hours are
+# summarised a batch per run, not all in one.
+SUMMARISE_PER_RUN = 200
+
+
 def parts_compact_due(*, now: datetime | None = None) -> int:
     """Compact every hour that is over (by DRIFTWATCH_COMPACT_AFTER_SECONDS) and has more than
     one live part or a part with duplicates → hours compacted. An hour's lone clean part has
-    nothing to merge: it is given its summary in place (not counted)."""
+    nothing to merge: it is given its summary in place (not counted; at most SUMMARISE_PER_RUN a
+    run). An hour whose file cannot be read is logged and left as it is; the others go on."""
     now = now or timezone.now()
     closed = hour_of(now - timedelta(seconds=settings.DRIFTWATCH_COMPACT_AFTER_SECONDS)) - HOUR
-    hours: dict[tuple[int, datetime], list[SamplePart]] = defaultdict(list)
-    for part in SamplePart.objects.filter(retired_at__isnull=True, bucket__lte=closed):
+    hours: dict[tuple[int, datetime], list[Any]] = defaultdict(list)  # SampleParts, annotated
+    live = (
+        SamplePart.objects.filter(retired_at__isnull=True, bucket__lte=closed)
+        .defer("summary")  # a summary is up to a few MB: whether there is one is enough here
+        .annotate(summarised=ExpressionWrapper(Q(summary__isnull=False), output_field=BooleanField()))
+    )
+    for part in live:
         hours[(part.model_id, part.bucket)].append(part)
     done = 0
+    lone = []
     for (model_id, bucket), parts in sorted(hours.items()):
         if len(parts) > 1 or not parts[0].is_clean:
-            done += part_compact(model_id=model_id, bucket=bucket, now=now)
-        elif parts[0].summary is None and not parts[0].payload_dropped:
-            part_summarize(parts[0])
+            try:
+                done += part_compact(model_id=model_id, bucket=bucket, now=now)
+            except (OSError, pa.ArrowException) as exc:  # one unreadable hour stops no other
+                logger.warning("compaction: model=%s hour=%s not compacted: %s", model_id, bucket, exc)
+        elif not parts[0].summarised and not parts[0].payload_dropped:
+            lone.append(parts[0])
+    for part in lone[:SUMMARISE_PER_RUN]:
+        try:
+            part_summarize(part)
+        except (OSError, pa.ArrowException) as exc:
+            logger.warning("compaction: part=%s not summarised: %s", part.name, exc)
     return done
 
 

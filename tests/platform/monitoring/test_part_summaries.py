@@ -209,3 +209,41 @@ def test_a_feature_of_too_many_or_too_long_values_is_not_summarised(
     assert all(sorted(p.summary["columns"]) == ["segment"] for p in parts)
     window = _load(model, counted=True)
     assert sorted(window.counts) == ["segment"] and "city" in window.frame.columns  # read, not deferred
+
+
+def test_lone_parts_are_summarised_a_batch_a_run_and_an_unreadable_hour_is_passed_over(
+    columnar: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An upgraded install's lone clean parts get their summaries a batch per compaction run; an
+    hour whose file cannot be read is logged and left, and the others are summarised or compacted."""
+    from django.core.files.storage import default_storage
+
+    from monitoring.store import compaction
+
+    model = _model()
+    for hour in range(3):  # one request per hour: a lone clean part each
+        send(model, _data(40, seed=50 + hour), start=T0 + hour * HOUR, prefix=f"lone{hour}-")
+    lone = list(SamplePart.objects.filter(model=model).order_by("bucket"))
+    assert len(lone) == 3 and all(p.summary is None for p in lone)
+    default_storage.delete(lone[0].name)  # its file is gone
+    monkeypatch.setattr(compaction, "SUMMARISE_PER_RUN", 2)
+    assert parts_compact_due() == 0
+    summarised = {p.pk for p in SamplePart.objects.filter(model=model, summary__isnull=False)}
+    assert summarised == {lone[1].pk}  # two tried: the unreadable one and the next
+    assert parts_compact_due() == 0
+    summarised = {p.pk for p in SamplePart.objects.filter(model=model, summary__isnull=False)}
+    assert summarised == {lone[1].pk, lone[2].pk}
+    # An hour of two parts, one file gone: not compacted, and the next hour still is.
+    for hour in (5, 6):
+        send(model, _data(10, seed=hour), start=T0 + hour * HOUR, prefix=f"a{hour}-")
+        send(
+            model,
+            _data(10, seed=hour + 9),
+            start=T0 + hour * HOUR + timedelta(minutes=30),
+            prefix=f"b{hour}-",
+        )
+    default_storage.delete(SamplePart.objects.filter(model=model, bucket=T0 + 5 * HOUR).first().name)  # type: ignore[union-attr]
+    assert parts_compact_due() == 1
+    assert (
+        SamplePart.objects.filter(model=model, bucket=T0 + 6 * HOUR, retired_at__isnull=True).get().compacted
+    )
