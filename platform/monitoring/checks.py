@@ -561,7 +561,9 @@ def _features_measure(
             }
             result["multivariate"] = multivariate_drift(pca, pd.DataFrame(rows), sampled_from=n)
         else:
-            result["multivariate"] = multivariate_drift(pca, window.with_features(pca.columns))
+            result["multivariate"] = multivariate_drift(
+                pca, window.with_features(pca.columns, categorical=True)
+            )
     distributions = {name: m.distribution for name, m in found.items() if m.distribution is not None}
     return _FeatureMeasures(quality, result, distributions)
 

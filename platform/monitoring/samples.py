@@ -50,10 +50,19 @@ class DeferredFeatures:
     names: tuple[str, ...]
     read_column: Callable[[str], Any]
     positions: np.ndarray | None = None
+    # The feature as a pandas Categorical of its typed distinct values, for a source that holds
+    # it dictionary-encoded (the PCA's frequency encoding then looks each distinct value up once,
+    # on its codes); None (or no reader) where it cannot: the caller reads the column.
+    read_category: Callable[[str], Any] | None = None
 
     def read(self, name: str) -> Any:
         values = self.read_column(name)
         return values if self.positions is None else values[self.positions]
+
+    def category(self, name: str) -> Any:
+        """``read_category(name)`` of these rows, or None."""
+        values = None if self.read_category is None else self.read_category(name)
+        return values if values is None or self.positions is None else values[self.positions]
 
     def rows(self, positions: np.ndarray) -> "DeferredFeatures":
         """These rows (positions in this window) of the same features."""

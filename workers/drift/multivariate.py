@@ -135,6 +135,13 @@ def _rows(values: pd.Series, rows: np.ndarray | None) -> pd.Series:
 def _encoded(values: pd.Series, shares: dict[str, float] | None) -> np.ndarray:
     """A column as PCA reads it: a category's reference share (``shares``), else the number."""
     if shares is not None:
+        if isinstance(values.dtype, pd.CategoricalDtype) and all(
+            isinstance(c, str) for c in values.cat.categories
+        ):
+            # Each category looked up once and taken by the codes (-1, missing: the trailing NaN),
+            # as _frequency_encoded does for distinct strings.
+            table = np.array([*(shares.get(c, 0.0) for c in values.cat.categories), np.nan])
+            return table[values.cat.codes.to_numpy()]
         return _frequency_encoded(values.to_numpy(dtype=object), shares)
     return pd.to_numeric(values, errors="coerce").to_numpy(dtype="float64")
 

@@ -544,10 +544,14 @@ class ColumnarSampleSource:
             counts = window_counts(snapshot.parts, start, window.end, names)
         if table is not None and kinds and defer_above is not None and len(table) > defer_above:
             # The parts' columns stay where they are (memory-mapped), each typed when asked for.
-            deferred = DeferredFeatures(tuple(kinds), _column_reader(kinds, table))
+            deferred = DeferredFeatures(
+                tuple(kinds), _column_reader(kinds, table), None, _category_reader(kinds, table)
+            )
             kinds = {}
         elif table is not None and counts:  # counted from the summaries: read only if asked for
-            deferred = DeferredFeatures(tuple(counts), _column_reader(kinds, table))
+            deferred = DeferredFeatures(
+                tuple(counts), _column_reader(kinds, table), None, _category_reader(kinds, table)
+            )
             kinds = {name: kind for name, kind in kinds.items() if name not in counts}
         arrays = self._arrays(model, kinds, snapshot)
         if window.last_n is not None:
@@ -618,6 +622,24 @@ def _newest_order(arrays: dict[str, Any], window: WindowBounds) -> np.ndarray:
     if window.labelled_only:
         keep = keep[pd.notna(arrays["label_received_at"])]
     return keep[np.lexsort((keep, times[keep]))[::-1]][: window.last_n]
+
+
+def _category_reader(kinds: Kinds, table: pa.Table) -> Callable[[str], Any]:
+    """A category-encoded text feature of the window's table as a pandas Categorical of its typed
+    distinct values, when they are distinct strings once typed (None otherwise)."""
+
+    def read(name: str) -> Any:
+        kind, column = kinds[name], table.column(FEATURE + name)
+        if kind.encoding != "category" or not kind.elementwise_column or not pa.types.is_string(column.type):
+            return None
+        encoded = pc.dictionary_encode(column.combine_chunks())
+        typed = kind.column(pd.Series(encoded.dictionary.to_numpy(zero_copy_only=False), dtype=object))
+        if not all(isinstance(v, str) for v in typed) or typed.duplicated().any():
+            return None
+        codes = encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False)
+        return pd.Categorical.from_codes(codes, categories=pd.Index(typed.to_numpy(), dtype=object))
+
+    return read
 
 
 def _column_reader(kinds: Kinds, table: pa.Table) -> Callable[[str], Any]:

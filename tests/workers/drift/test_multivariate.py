@@ -133,6 +133,24 @@ def test_frequency_encoding_by_distinct_value_equals_the_lookup_row_by_row() -> 
         np.testing.assert_array_equal(got, row_by_row(values))
 
 
+def test_a_categorical_columns_encoding_equals_its_objects_encoding() -> None:
+    """A column a source hands over as a pandas Categorical (its codes) encodes as the same
+    column of Python strings does: each row its text's share, 0 for one the reference never saw,
+    NaN where missing."""
+    from workers.drift.multivariate import _encoded
+
+    shares = {"a": 0.25, "b": 0.5, "c": 0.25}
+    rng = np.random.default_rng(3)
+    objects = pd.Series(rng.choice(np.array(["a", "b", "zz", None], dtype=object), 2000), dtype=object)
+    categorical = pd.Series(pd.Categorical(objects, categories=["zz", "b", "a"]))
+    assert categorical.isna().sum() == objects.isna().sum() > 0
+    np.testing.assert_array_equal(_encoded(categorical, shares), _encoded(objects, shares))
+    rows = np.array([5, 0, 17, 1999])
+    np.testing.assert_array_equal(
+        _encoded(categorical.iloc[rows], shares), _encoded(objects.iloc[rows], shares)
+    )
+
+
 def test_a_very_large_windows_mean_error_from_a_sample_states_its_standard_error_and_widens_the_band(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
