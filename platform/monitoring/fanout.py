@@ -49,7 +49,7 @@ from monitoring.models import CheckSlice, CheckState, QualityCheck, SamplePart
 from monitoring.reference import reference_state
 from monitoring.selectors import policy_for
 from monitoring.store.collect import SLICES
-from monitoring.store.parts import FEATURE, hour_of
+from monitoring.store.parts import FEATURE, hour_of, written_stamp
 from monitoring.store.retention import retention_note
 from monitoring.store.source import feature_values, slice_table, window_rows_bounds
 from monitoring.store.summaries import window_counts
@@ -232,9 +232,8 @@ def slice_run(slice_id: int) -> bool:
         return False
     row = piece.quality_check
     measures = slice_measure(row.model, piece.start, piece.end)
-    written = int(timezone.now().timestamp() * 1000)  # the collector's grace counts from it
-    name = default_storage.save(
-        f"{SLICES}/{row.pk}/{written}-{piece.attempt}-{piece.index}-{uuid.uuid4().hex}.npz",
+    name = default_storage.save(  # the collector's grace counts from the written stamp
+        f"{SLICES}/{row.pk}/{written_stamp()}-{piece.attempt}-{piece.index}-{uuid.uuid4().hex}.npz",
         ContentFile(_measures_bytes(measures)),
     )
     with transaction.atomic():

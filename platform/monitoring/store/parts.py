@@ -110,8 +110,13 @@ def part_name(model_id: int, bucket: datetime) -> str:
     """``<prefix>/<model>/<hour>/<written, ms since the epoch>-<uuid>.arrow``: the write time in
     the name is the platform's own clock, which the collector's grace is measured against (a
     storage's modified time is another clock: S3's, a file server's)."""
-    written = int(timezone.now().timestamp() * 1000)
-    return f"{PREFIX}/{model_id}/{bucket:%Y%m%d%H}/{written}-{uuid.uuid4().hex}.arrow"
+    return f"{PREFIX}/{model_id}/{bucket:%Y%m%d%H}/{written_stamp()}-{uuid.uuid4().hex}.arrow"
+
+
+def written_stamp() -> int:
+    """Now on the platform's clock, in ms since the epoch: the start of a stored file's name that
+    ``part_written_at`` reads back (parts, and a fanned-out check's slice files)."""
+    return int(timezone.now().timestamp() * 1000)
 
 
 def part_written_at(name: str) -> datetime | None:
