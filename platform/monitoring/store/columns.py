@@ -270,8 +270,8 @@ _TYPED_KINDS = {Numerical: float, Categorical: str}
 @dataclass(frozen=True)
 class TypedRows:
     """A request's rows decoded by msgspec into typed rows, one call a chunk, instead of one
-    orjson dict a row read back key by key (10,000 rows of 8 features: the chunks' 48 ms to
-    about 26 ms). For schemas whose features are all numerical or categorical. Its types are
+    orjson dict a row read back key by key (a 10,000-row request of 8 features: validated in
+    33 ms instead of 48-50). For schemas whose features are all numerical or categorical. Its types are
     the ones the column tests pass (a number where a number goes, a text category, integers
     in orjson's range), so any other value fails the decode and its chunk goes the objects'
     way, where the tests or the row path decide it as before."""
