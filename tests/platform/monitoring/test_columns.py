@@ -224,7 +224,7 @@ TS = iso(at(hours=1))
 TEXT_ROWS = {
     "plain": "",
     "integers, exponents, minus zero": f'{{"id": 9, "timestamp": "{TS}", "features": {{"age": -0, "city": "b", "zone code": null}}, "prediction": "yes", "probabilities": {{"no": 0, "yes": 1e0}}, "version": 2}}',
-    "a 20-digit number and a tiny one": f'{{"id": "n", "timestamp": "{TS}", "features": {{"age": 12345678901234567890123, "city": "b", "zone code": "z"}}, "prediction": "no", "probabilities": {{"no": 5e-324}}}}',
+    "a 23-digit number and a tiny one": f'{{"id": "n", "timestamp": "{TS}", "features": {{"age": 12345678901234567890123, "city": "b", "zone code": "z"}}, "prediction": "no", "probabilities": {{"no": 5e-324}}}}',
     "a repeated key: the last one counts": f'{{"id": "r", "timestamp": "{TS}", "features": {{"age": 1, "age": 2, "city": "x", "city": "y", "zone code": "z"}}, "prediction": "no", "prediction": "yes"}}',
     "escaped keys and values": f'{{"\\u0069d": "\\u00e9\\ud83d\\ude00", "timestamp": "{TS}", "features": {{"\\u0061ge": 3, "city": "caf\\u00e9", "zone\\u0020code": "\\n"}}, "prediction": "n\\u006f"}}',
     "an absent feature": f'{{"id": "a", "timestamp": "{TS}", "features": {{"age": 3, "city": "b"}}, "prediction": "no"}}',
@@ -285,7 +285,7 @@ def test_valid_rows_are_read_by_the_typed_decoder() -> None:
     of another type not, and a schema with a feature of another kind has no typed decoder."""
     decoder = typed_decoder(TABULAR)
     assert decoder is not None
-    valid = ["plain", "integers, exponents, minus zero", "a 20-digit number and a tiny one"]
+    valid = ["plain", "integers, exponents, minus zero", "a 23-digit number and a tiny one"]
     valid += [
         "a repeated key: the last one counts",
         "escaped keys and values",
