@@ -13,6 +13,7 @@ prediction is not in yet waits in DetectorBacklog until a feed finds it in.
 import itertools
 import logging
 import pickle
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -197,13 +198,18 @@ _INT, _FLOAT = np.dtype("<i8"), np.dtype("<f8")
 
 def batch_entries(batch: BacklogBatch) -> Entries:
     """A batch's labels as arrays."""
+    return _entries(batch.pk, batch.size, batch.label_ids, batch.known_at, batch.errors)
+
+
+def _entries(pk: int, size: int, label_ids: Any, known_at: Any, errors: Any) -> Entries:
+    """A batch's arrays (its stored bytes) as Entries."""
     entries = Entries(
-        np.frombuffer(batch.label_ids, _INT).astype(np.int64),
-        np.frombuffer(batch.known_at, _INT).astype(np.int64),
-        np.frombuffer(batch.errors, _FLOAT).astype(np.float64),
+        np.frombuffer(label_ids, _INT).astype(np.int64),
+        np.frombuffer(known_at, _INT).astype(np.int64),
+        np.frombuffer(errors, _FLOAT).astype(np.float64),
     )
-    if not len(entries.label_ids) == len(entries.known_at) == len(entries.errors) == batch.size:
-        raise RuntimeError(f"backlog batch {batch.pk} does not hold {batch.size} labels")  # never fed garbled
+    if not len(entries.label_ids) == len(entries.known_at) == len(entries.errors) == size:
+        raise RuntimeError(f"backlog batch {pk} does not hold {size} labels")  # never fed garbled
     return entries
 
 
@@ -238,18 +244,30 @@ def _batches_take(model: RegisteredModel, keep: Callable[[Entries], np.ndarray],
     batch keeps the labels ``keep`` marks (rewritten in place, so a request waiting on its lock
     finds them there), and goes if it keeps none → the labels taken."""
     taken, emptied = [], []
-    for batch in BacklogBatch.objects.select_for_update().filter(model=model, **among).order_by("pk"):
-        entries = batch_entries(batch)
+    for pk, entries in _batches_locked(model, among):
         kept = keep(entries)
         if kept.all():
             continue
         taken.append(entries.select(~kept))
         if kept.any():
-            _batch_fill(batch, entries.select(kept)).save()
+            _batch_fill(BacklogBatch(pk=pk, model=model), entries.select(kept)).save(force_update=True)
         else:
-            emptied.append(batch.pk)
+            emptied.append(pk)
     BacklogBatch.objects.filter(pk__in=emptied).delete()  # batches, not labels: a short list
     return Entries.joined(taken)
+
+
+def _batches_locked(model: RegisteredModel, among: dict[str, Any]) -> list[tuple[int, Entries]]:
+    """The model's batches ``among`` selects, locked in id order: (id, labels) each. PostgreSQL
+    sends their arrays in binary (a 10M window's first feed, 60 batches of 5,000,000 labels:
+    0.15-0.19 s, against 0.53-0.73 s through Django's cursor, which reads bytea as hex text)."""
+    batches = BacklogBatch.objects.select_for_update().filter(model=model, **among).order_by("pk")
+    if connection.vendor != "postgresql":
+        return [(batch.pk, batch_entries(batch)) for batch in batches]
+    sql, params = batches.values_list("pk", "size", "label_ids", "known_at", "errors").query.sql_with_params()
+    with server_cursor() as cursor:
+        cursor.execute(sql, params, binary=True)
+        return [(row[0], _entries(*row)) for row in cursor]
 
 
 def backlog_refresh(
@@ -344,7 +362,7 @@ def _backlog_delete(label_ids: list[int]) -> None:
         DetectorBacklog.objects.filter(pk__in=label_ids[start : start + FEED_CHUNK]).delete()
 
 
-def _take_unfed(model: RegisteredModel, known_by: datetime) -> tuple[list[float], list[int]]:
+def _take_unfed(model: RegisteredModel, known_by: datetime) -> tuple[list[float], np.ndarray]:
     """Take the labels to feed out of the model's backlog → their errors and label ids, in the
     order they became known (then by label id): those known by `known_by` whose prediction is in
     (a label waiting for it is in no batch yet). Call inside the transaction that stores the
@@ -353,7 +371,7 @@ def _take_unfed(model: RegisteredModel, known_by: datetime) -> tuple[list[float]
     cut = _microseconds(known_by)
     taken = _batches_take(model, lambda entries: entries.known_at > cut, earliest__lte=known_by)
     order = np.lexsort((taken.label_ids, taken.known_at))
-    return taken.errors[order].tolist(), taken.label_ids[order].tolist()
+    return taken.errors[order].tolist(), taken.label_ids[order]
 
 
 def _estimation(window: Any) -> float:
@@ -374,19 +392,26 @@ def _degradations(
     total crosses into river's Rust as update does, and two of them per label doubled the
     loop), and the window up to each detection is replayed afterwards from where it began (the
     feed's first window from the detector as ``loaded``, a later one from the reset after a
-    detection), so at most the feed's labels up to its last detection are fed twice.
+    detection), so at most the feed's labels up to its last detection are fed twice. Both feeds
+    run in C (``map``), not in a Python loop: a 10M window's first feed, 5,000,000 labels and
+    3,676,191 of them replayed, 0.43 s against 0.50 s.
     tests/platform/monitoring/test_sequential.py holds this to river's own ADWIN, detection for
     detection, across feeds."""
     start_rate = detector.estimation
     window, detected = detector._helper, detector.drift_detected
     hits = []  # (position, rate after, window after)
-    for n, error in enumerate(errors):
+    rest, fed = iter(errors), 0
+    while fed < len(errors):
         if detected:
             detector._reset()
             window = detector._helper
-        detected = window.update(error)
-        if detected:
-            hits.append((n, _estimation(window), int(window.get_width())))
+        # The labels up to the next detection: fed by map, the detection found by compress.
+        hit = next(itertools.compress(itertools.count(fed), map(window.update, rest)), None)
+        if hit is None:  # every label fed, the last one detected nothing
+            detected = False
+            break
+        detected, fed = True, hit + 1
+        hits.append((hit, _estimation(window), int(window.get_width())))
     detector._drift_detected = detected
     found = []
     begun, previous = 0, start_rate  # where the window that ends in the next hit began; the rate there
@@ -398,8 +423,7 @@ def _degradations(
             if begun > 0 or replay.drift_detected:  # reset as the feed was
                 replay._reset()
             helper = replay._helper
-            for error in errors[begun:n]:
-                helper.update(error)
+            deque(map(helper.update, errors[begun:n]), maxlen=0)
             before = _estimation(helper)
         if after > before:
             found.append((n, before, after, width))
@@ -420,11 +444,13 @@ def detector_feed(*, model: RegisteredModel, known_by: datetime) -> DetectorUpda
     found = _degradations(detector, errors, loaded)
     update = DetectorUpdate(fed=len(errors), total=row.fed + len(errors))
     sample_ids = dict(
-        GroundTruth.objects.filter(pk__in=[label_ids[n] for n, *_ in found]).values_list("pk", "sample_id")
+        GroundTruth.objects.filter(pk__in=[int(label_ids[n]) for n, *_ in found]).values_list(
+            "pk", "sample_id"
+        )
     )
     update.detections = [
         {
-            "sample_id": sample_ids[label_ids[n]],
+            "sample_id": sample_ids[int(label_ids[n])],
             "label_number": row.fed + n + 1,
             "error_before": before,
             "error_after": after,
