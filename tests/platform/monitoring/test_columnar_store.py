@@ -539,6 +539,47 @@ def test_a_large_windows_labels_are_read_meanwhile_in_halves_on_their_own_connec
     assert len(threads) == 4 and inside[LABEL].notna().sum() == 135
 
 
+@pytest.mark.django_db(transaction=True)
+def test_labels_of_ids_in_many_scripts_land_on_their_own_samples_read_whole_or_in_halves(
+    columnar: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sample ids of one to four bytes a character (and a combining accent beside its composed
+    twin): each label on its own sample, read in one statement and, on PostgreSQL, in two halves
+    on their own connections (the ids come back as their UTF-8 bytes, cut by their byte lengths)."""
+    model = monitored_model("sea", reference_rows=100)
+    names = ["é", "e\u0301", "日本", "🙂", "ß-ﬁ", "a", "Ω\u200d", "中🙂é"]
+    ids = [f"{name}{k}" for k in range(6) for name in names]
+    data = rows(len(ids), seed=4)
+    samples = [
+        {
+            "id": sample_id,
+            "timestamp": (T0 + timedelta(seconds=61 * k)).isoformat(),
+            "features": row["features"],
+            "prediction": row["prediction"],
+            "probabilities": row["probabilities"],
+        }
+        for k, (sample_id, row) in enumerate(zip(ids, data, strict=True))
+    ]
+    predictions_ingest(model=model, body={"samples": samples})
+    labels = {sample_id: (k * 5 + 1) % 2 for k, sample_id in enumerate(ids) if k % 3}
+    labels_ingest(model=model, body={"labels": [{"id": k, "label": v} for k, v in labels.items()]})
+
+    def placed() -> dict[str, Any]:
+        window = _sorted(_load(model, T0, T0 + HOUR))
+        assert sorted(window["sample_id"]) == sorted(ids)
+        return {k: v for k, v in zip(window["sample_id"], window[LABEL], strict=True) if pd.notna(v)}
+
+    assert placed() == labels
+    if PG():
+        apart, shares = columnar_source._labels_apart, []
+        monkeypatch.setattr(columnar_source, "CONCURRENT_LABELS_ROWS", 1)
+        monkeypatch.setattr(
+            columnar_source, "_labels_apart", lambda *args: shares.append(args[-1]) or apart(*args)
+        )
+        assert placed() == labels
+        assert sorted(shares) == [(0, 2), (1, 2)]
+
+
 def test_the_migration_gives_stored_labels_their_predictions_time(columnar: Path) -> None:
     """Migration 0024's backfill, run again on labels stored without a time: each label whose
     prediction is in takes its timestamp; one without stays waiting."""
