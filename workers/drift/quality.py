@@ -121,8 +121,23 @@ def _integral(array: np.ndarray) -> bool:
     return bool(-(2.0**63) <= low and high < 2.0**63 and np.array_equal(array, np.trunc(array)))
 
 
+# Integer classes spanning fewer values than this are looked up in a table over their span.
+TABLE_SPAN = 1 << 16
+
+
 def _integer_codes(array: np.ndarray, classes: np.ndarray) -> np.ndarray:
-    """Each value's place in ``classes`` (the first, if a class repeats), -1 for no class."""
+    """Each value's place in ``classes`` (the first, if a class repeats), -1 for no class: read
+    from a table over the classes' span when it is short (5,000,000 labels of classes 0 and 1:
+    0.03 s, against 0.09 s by a binary search of the classes), else by that search."""
+    low, high = int(classes.min()), int(classes.max())
+    if high - low < TABLE_SPAN:
+        span = high - low + 1
+        table = np.full(span + 1, -1, dtype=np.int64)  # the last slot: every value outside the span
+        table[(classes - low)[::-1]] = np.arange(len(classes) - 1, -1, -1)  # the last write wins
+        # The distance above ``low`` as unsigned: a value below it wraps past the span, and only
+        # the values low..high land inside it (modulo 2**64, as numpy's int64 arithmetic wraps).
+        above = (array - low).view(np.uint64)
+        return table[np.minimum(above, np.uint64(span))]
     order = np.argsort(classes, kind="stable")
     ordered = classes[order]
     at = np.minimum(np.searchsorted(ordered, array), len(ordered) - 1)
@@ -169,9 +184,19 @@ def _binary_auc(scores: np.ndarray, positive: np.ndarray) -> float | None:
         ranks = average_ranks(scores)
         return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
     above, below = np.sort(scores[positive]), np.sort(scores[~positive])
+    # Each distinct positive score looked up once, counted as often as it occurs (scores rounded
+    # to a few digits repeat: 2,500,000 of 4 digits against as many, 0.19 s of searches -> 0.01 s).
+    starts = np.flatnonzero(np.r_[True, above[1:] != above[:-1]])
+    if len(starts) < len(above) // 2:
+        counts = np.diff(np.r_[starts, len(above)])
+        above = above[starts]
+    else:
+        counts = np.ones(len(above), dtype=np.int64)
     lower = below.searchsorted(above, "left")
     upper = below.searchsorted(above, "right")
-    twice_u = 2 * int(lower.sum(dtype=np.int64)) + int((upper - lower).sum(dtype=np.int64))
+    twice_u = 2 * int((lower * counts).sum(dtype=np.int64)) + int(
+        ((upper - lower) * counts).sum(dtype=np.int64)
+    )
     return float(twice_u / (2 * n_pos * n_neg))
 
 

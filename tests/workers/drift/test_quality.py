@@ -188,6 +188,28 @@ def test_the_auc_from_the_two_sides_sorted_apart_is_the_ranks_auc_to_the_bit(sco
         assert got == pytest.approx(sk.roc_auc_score(positive, values), rel=1e-12)
 
 
+@pytest.mark.parametrize(
+    "classes", [[0, 1], [1, 0], [3, 1, 3, -2], [-(2**63), -(2**63) + 3], [2**63 - 1, 2**63 - 5], [2**40, 0]]
+)
+def test_integer_classes_are_coded_from_a_table_as_by_a_search_of_the_classes(
+    classes: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Classes of a short span are coded from a table over it: each value's code is the one the
+    binary search of the classes gives (a repeated class's first place, -1 outside the classes),
+    at int64's two ends as well."""
+    from workers.drift import quality
+
+    rng = np.random.default_rng(12)
+    ends = [2**63 - 1, -(2**63), 2**62, -(2**62), 2**63 - 3, -(2**63) + 1]
+    values = np.r_[rng.integers(-4, 5, 3000), classes, ends].astype(np.int64)
+    ordered = np.asarray(classes, dtype=np.int64)
+    by_table = quality._integer_codes(values, ordered)
+    monkeypatch.setattr(quality, "TABLE_SPAN", 0)  # every span searched
+    assert np.array_equal(by_table, quality._integer_codes(values, ordered))
+    assert quality._integer_codes(np.array([0, 1, 2, -1]), np.array([1, 0])).tolist() == [1, 0, -1, -1]
+    assert sorted(set(by_table.tolist())) == sorted({-1, *(classes.index(c) for c in classes)})
+
+
 def test_float_labels_of_integer_classes_are_coded_as_numbers_like_the_objects() -> None:
     """Labels come as float64 where some are missing: whole numbers match the int classes as
     the objects would (1.0 is 1); a fraction or NaN is refused naming it, as before."""
