@@ -12,8 +12,8 @@ run:
 - a check (``quality_check_run``) of that window end to end, its load stage (the columnar
   source: parts + labels) and the rest (the check's computation), each beside the floor: the
   engine (pyarrow, memory-mapped Arrow IPC) scanning the same columns of the same parts into
-  numpy, printed as a ratio; each stage of that check (its functions in monitoring.checks,
-  wrapped with a timer here) beside the floor; the targets as MET / NOT MET; the check's peak
+  numpy (its best of three scans), printed as a ratio; each stage of that check (its functions
+  in monitoring.checks, wrapped with a timer here) beside the floor; the targets as MET / NOT MET; the check's peak
   memory, run again in a fresh process (a worker's anonymous resident memory, sampled);
 - a raw COPY of the same rows into today's JSON table, and ingestion's ratio to it;
 - with ``--fanout-slices K``, that check fanned out over K slices of its hours (each slice's and
@@ -76,8 +76,20 @@ def _table_bytes(table: str) -> int:
         return int(cursor.fetchone()[0])
 
 
+FLOOR_RUNS = 3
+FIRST_SCAN: list[float] = []  # each floor's first scan, printed beside the best
+
+
 def _floor_scan(model: Any, columns: list[str], start: datetime, end: datetime) -> tuple[float, int]:
-    """The engine alone: the window's parts, these columns, into numpy (no labels, no masks)."""
+    """The engine alone, at its best of FLOOR_RUNS scans (the first one pays for the page cache
+    and the process's first touch of that much memory, which a check run after it does not):
+    the window's parts, these columns, into numpy (no labels, no masks)."""
+    runs = [_floor_scan_once(model, columns, start, end) for _ in range(FLOOR_RUNS)]
+    FIRST_SCAN.append(runs[0][0])
+    return min(seconds for seconds, _ in runs), runs[0][1]
+
+
+def _floor_scan_once(model: Any, columns: list[str], start: datetime, end: datetime) -> tuple[float, int]:
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -468,7 +480,8 @@ def tabular(n: int, media: Path, url: str) -> None:
     undo()
     assert check is not None and check.n_samples == n, check and (check.state, check.error, check.n_samples)
     print(
-        f"floor: pyarrow scan of the window's {len(columns)} columns from its parts: {floor_s:.3f} s ({floor_n:,} rows)"
+        f"floor: pyarrow scan of the window's {len(columns)} columns from its parts: {floor_s:.3f} s ({floor_n:,} rows; "
+        f"best of {FLOOR_RUNS}, the first {FIRST_SCAN[-1]:.3f} s)"
     )
     print(
         f"load (columnar source: parts + labels by range, typed arrays): {load_s:.3f} s = {load_s / floor_s:.1f}× the floor"
