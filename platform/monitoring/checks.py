@@ -56,7 +56,11 @@ from workers.drift.data_quality import column_quality, counted_quality, quality_
 from workers.drift.decisions import Decisions, Thresholds, decisions_make, realised_decide
 from workers.drift.descriptors import descriptor_drift
 from workers.drift.distribution import DistributionDict, column_distribution, counted_distribution
-from workers.drift.dle import REGRESSOR_METRICS, estimate_regressor_metrics
+from workers.drift.dle import (
+    REGRESSOR_METRICS,
+    estimate_regressor_metrics,
+    estimate_regressor_metrics_by_block,
+)
 from workers.drift.engine import ColumnDrift, ColumnDriftDict, column_drift, counted_drift, drift_result
 from workers.drift.estimation import Estimate
 from workers.drift.multivariate import multivariate_drift, multivariate_from_sums
@@ -65,6 +69,7 @@ from workers.drift.result import (
     CheckResultDict,
     EstimatedDict,
     Measures,
+    MetricEstimateDict,
     RealisedDict,
     VersionMetricsDict,
     estimate_read,
@@ -77,6 +82,9 @@ from workers.drift.thresholds import MIN_BAND_CHUNKS
 logger = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 3
+# A window whose features are deferred has DLE read them this many rows at a time: a 10M window's
+# inputs read whole were all its features at once, and their encoded copy for the trees.
+DLE_BLOCK_ROWS = 500_000
 
 
 def stale_after() -> timedelta:
@@ -779,13 +787,16 @@ def _estimated(estimates: Mapping[str, Estimate], metric: str, default: str, met
     """Every metric's estimate under ``metrics``; the policy's metric (else ``default``) on top."""
     primary = metric if metric in estimates else default
     top = estimates[primary]
-    return {
+    found: EstimatedDict = {
         "metric": primary,
         "value": top.value,
         "ci": [top.low, top.high],
         "method": method,
-        "metrics": {name: {"value": e.value, "ci": [e.low, e.high]} for name, e in estimates.items()},
+        "metrics": {name: cast(MetricEstimateDict, e.to_dict()) for name, e in estimates.items()},
     }
+    if top.sample is not None:  # made from a sample of the window's rows: its stated error
+        found["sample"] = top.sample
+    return found
 
 
 def _unavailable(reason: str) -> EstimatedDict:
@@ -796,10 +807,22 @@ def _unavailable(reason: str) -> EstimatedDict:
 def _estimate_regression(window: Window, reference: ReferenceState | None, metric: str) -> EstimatedDict:
     if reference is None or reference.loss_estimator is None or window.frame[PREDICTION].isna().any():
         return {}
-    # DLE reads every row of its features: the deferred ones are read for it (all at once).
     estimator = reference.loss_estimator
     inputs = [name for name in estimator.columns if window.has(name) and name not in window.frame.columns]
-    estimates = estimate_regressor_metrics(estimator, window.with_features(inputs))
+    n = len(window.frame)
+    if n > sorts.SAMPLE_ABOVE:
+        # The trees on a uniform sample of SAMPLE_SIZE rows, its error stated and the interval
+        # widened by it (3M rows: 15 s of the two loss models' trees on every row).
+        mask = np.zeros(n, dtype=bool)
+        mask[shared_sample_positions(n)] = True
+        sampled = window.rows(mask).with_features(inputs)
+        estimates = estimate_regressor_metrics_by_block(estimator, [sampled], of=n)
+    elif inputs and n > DLE_BLOCK_ROWS and window.deferred is not None and window.deferred.reads_rows(inputs):
+        # DLE reads every row of its features: deferred ones, a block of rows at a time.
+        blocks = (window.block(lo, min(lo + DLE_BLOCK_ROWS, n), inputs) for lo in range(0, n, DLE_BLOCK_ROWS))
+        estimates = estimate_regressor_metrics_by_block(estimator, blocks)
+    else:
+        estimates = estimate_regressor_metrics(estimator, window.with_features(inputs))
     return _estimated(estimates, metric, "mae", "DLE (direct loss estimation)")
 
 

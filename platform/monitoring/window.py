@@ -90,6 +90,19 @@ class Window:
             return self.feature(name)
         return pd.Series(found, index=self.frame.index, name=name, copy=False)
 
+    def block(self, start: int, stop: int, names: Sequence[str]) -> pd.DataFrame:
+        """Rows [start, stop) of the frame with these features in it, a deferred one read for
+        those rows alone (where its source can)."""
+        frame = self.frame.iloc[start:stop]
+        added = {
+            name: self.deferred.read_rows(name, start, stop)
+            for name in names
+            if name not in frame.columns and self.deferred is not None
+        }
+        if not added:
+            return frame
+        return pd.concat([frame, pd.DataFrame(added, index=frame.index)], axis=1, copy=False)
+
     def rows(self, mask: np.ndarray) -> "Window":
         """The window of these rows (a boolean mask over them), deferred features included (the
         whole window's counts and merged measures are not theirs: left out)."""

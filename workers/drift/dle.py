@@ -8,7 +8,7 @@ dependence on the inputs does not change; it cannot see pure concept drift.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +18,7 @@ import pandas as pd
 
 from workers.drift.estimation import Estimate
 from workers.drift.quality import Z_95
+from workers.drift.stats import SampleDict
 from workers.features.registry import feature_type
 
 MIN_REFERENCE_ROWS = 100
@@ -146,10 +147,24 @@ def estimate_mae(estimator: LossEstimator, frame: pd.DataFrame) -> tuple[float, 
     """
     if len(frame) == 0:
         raise ValueError("no rows in the window")
-    predicted = estimator.predict(frame)
-    value = float(predicted.mean())
-    half = Z_95 * estimator.residual_sd / np.sqrt(len(frame))
-    return value, max(0.0, value - half), value + half
+    found = _loss_estimate(estimator.predict(frame), estimator.residual_sd, len(frame))
+    return found.value, found.low, found.high
+
+
+def _loss_estimate(predicted: np.ndarray, residual_sd: float, of: int) -> Estimate:
+    """The mean of the rows' predicted losses and its 95% interval: a window's realised loss
+    spreads around its expectation by the held-out residual sd over sqrt(n); a mean taken on a
+    uniform sample of m of the window's ``of`` rows (drawn without replacement) adds its
+    sampling variance, S² / m · (1 - m / of), S² the sample's variance of the predicted losses
+    (design-based: exact whatever the rows' dependence), which is the sample's stated error."""
+    value, m = float(predicted.mean()), len(predicted)
+    if m == of:
+        half = Z_95 * residual_sd / np.sqrt(of)
+        return Estimate(value, max(0.0, value - half), value + half)
+    sampling = float(predicted.var(ddof=1)) / m * (1 - m / of)
+    half = Z_95 * float(np.sqrt(residual_sd**2 / of + sampling))
+    sample: SampleDict = {"rows": m, "of": of, "error": float(np.sqrt(sampling))}
+    return Estimate(value, max(0.0, value - half), value + half, sample)
 
 
 REGRESSOR_METRICS = ("mae", "mse", "rmse")
@@ -158,14 +173,36 @@ REGRESSOR_METRICS = ("mae", "mse", "rmse")
 def estimate_regressor_metrics(estimator: LossEstimator, frame: pd.DataFrame) -> dict[str, Estimate]:
     """DLE's MAE, MSE and RMSE of a window, each with its 95% interval (RMSE: the MSE's, rooted).
     An estimator fitted before the squared-error model existed estimates MAE only."""
-    value, low, high = estimate_mae(estimator, frame)
-    out = {"mae": Estimate(value, low, high)}
+    return estimate_regressor_metrics_by_block(estimator, [frame])
+
+
+def estimate_regressor_metrics_by_block(
+    estimator: LossEstimator, blocks: Iterable[pd.DataFrame], *, of: int | None = None
+) -> dict[str, Estimate]:
+    """The same over a window given as blocks of its rows, each let go once its losses are
+    predicted: a row's predicted losses are its own (the trees read one row at a time), kept
+    in one array, so the estimates are those of the window read whole, to the last bit.
+    ``of``: the blocks are a uniform sample of a window of that many rows (``_loss_estimate``);
+    RMSE's stated error is then the MSE's carried through the root (its first-order term)."""
+    absolute, squared = [], []
+    for block in blocks:
+        absolute.append(estimator.predict(block))
+        if estimator.squared_model is not None:
+            squared.append(estimator.predict_squared(block))
+    rows = sum(len(a) for a in absolute)
+    if not rows:
+        raise ValueError("no rows in the window")
+    out = {"mae": _loss_estimate(np.concatenate(absolute), estimator.residual_sd, of or rows)}
     if estimator.squared_model is None:
         return out
-    mse = float(estimator.predict_squared(frame).mean())
-    half = Z_95 * estimator.squared_residual_sd / np.sqrt(len(frame))
-    out["mse"] = Estimate(mse, max(0.0, mse - half), mse + half)
-    out["rmse"] = Estimate(
-        float(np.sqrt(mse)), float(np.sqrt(max(0.0, mse - half))), float(np.sqrt(mse + half))
-    )
+    mse = _loss_estimate(np.concatenate(squared), estimator.squared_residual_sd, of or rows)
+    out["mse"] = mse
+    root = float(np.sqrt(mse.value))
+    sample: SampleDict | None = None
+    if mse.sample is not None:
+        sample = {
+            **mse.sample,
+            "error": mse.sample["error"] / (2 * root) if root else float(np.sqrt(mse.sample["error"])),
+        }
+    out["rmse"] = Estimate(root, float(np.sqrt(mse.low)), float(np.sqrt(mse.high)), sample)
     return out

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from workers.drift.quality import Z_95
+from workers.drift.stats import SampleDict
 
 DEFAULT_BINS: int | None = None  # isotonic over every distinct reference probability (see _fit_map)
 # Fewer right (or wrong) reference predictions than this leave the calibrator nothing to learn:
@@ -30,14 +31,20 @@ ARGMAX_THRESHOLD = 0.5  # binary rule when the reference logged no predictions
 
 @dataclass(frozen=True)
 class Estimate:
-    """One label-free estimate and its 95% interval (CBPE's or DLE's, any metric)."""
+    """One label-free estimate and its 95% interval (CBPE's or DLE's, any metric); ``sample``:
+    made from a sample of the window's rows, and that sample's stated error (the interval
+    widened by it)."""
 
     value: float
     low: float
     high: float
+    sample: SampleDict | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"value": self.value, "ci": [self.low, self.high]}
+        found: dict[str, Any] = {"value": self.value, "ci": [self.low, self.high]}
+        if self.sample is not None:
+            found["sample"] = self.sample
+        return found
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 from workers.drift.distribution import DistributionDict
 from workers.drift.engine import ColumnDriftDict, DriftDict
 from workers.drift.quality import LabelStats, Metrics
+from workers.drift.stats import SampleDict
 
 if TYPE_CHECKING:  # decisions.py reads its inputs through this module
     from workers.drift.decisions import Decisions
@@ -34,6 +35,7 @@ class MetricEstimateDict(TypedDict, total=False):
     ci: list[float]
     realised: float  # the realised metric beside it, once labels came
     error: float  # value - realised
+    sample: SampleDict  # made from a sample of the window's rows (DLE past SAMPLE_ABOVE)
 
 
 class EstimatedDict(TypedDict, total=False):
@@ -52,6 +54,7 @@ class EstimatedDict(TypedDict, total=False):
     realised: float  # the realised metric beside it, once labels came
     error: float  # value - realised
     metrics: dict[str, MetricEstimateDict]
+    sample: SampleDict  # the policy's metric made from a sample of the window's rows
 
 
 class ColumnQualityDict(TypedDict):

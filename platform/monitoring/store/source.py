@@ -555,12 +555,20 @@ class ColumnarSampleSource:
         if table is not None and kinds and defer_above is not None and len(table) > defer_above:
             # The parts' columns stay where they are (memory-mapped), each typed when asked for.
             deferred = DeferredFeatures(
-                tuple(kinds), _column_reader(kinds, table), None, _category_reader(kinds, table)
+                tuple(kinds),
+                _column_reader(kinds, table),
+                None,
+                _category_reader(kinds, table),
+                *_slice_reader(kinds, table),
             )
             kinds = {}
         elif table is not None and counts:  # counted from the summaries: read only if asked for
             deferred = DeferredFeatures(
-                tuple(counts), _column_reader(kinds, table), None, _category_reader(kinds, table)
+                tuple(counts),
+                _column_reader(kinds, table),
+                None,
+                _category_reader(kinds, table),
+                *_slice_reader(kinds, table),
             )
             kinds = {name: kind for name, kind in kinds.items() if name not in counts}
         arrays = self._arrays(model, kinds, snapshot)
@@ -655,6 +663,20 @@ def _category_reader(kinds: Kinds, table: pa.Table) -> Callable[[str], Any]:
 def _column_reader(kinds: Kinds, table: pa.Table) -> Callable[[str], Any]:
     """A feature of the window's table, typed as ``_arrays`` types it, read when called."""
     return lambda name: feature_values(kinds[name], table.column(FEATURE + name))
+
+
+def _slice_reader(kinds: Kinds, table: pa.Table) -> tuple[Callable[[str, int, int], Any], frozenset[str]]:
+    """Rows [start, stop) of a feature of the window's table, typed as the whole column is (a
+    slice of the memory-mapped parts), and the features it reads so: those stored typed
+    (float64) or whose type types each value by itself."""
+    sliced = frozenset(
+        name
+        for name, kind in kinds.items()
+        if pa.types.is_float64(table.schema.field(FEATURE + name).type) or kind.elementwise_column
+    )
+    return lambda name, start, stop: feature_values(
+        kinds[name], table.column(FEATURE + name).slice(start, stop - start)
+    ), sliced
 
 
 register_sample_source("columnar", ColumnarSampleSource)

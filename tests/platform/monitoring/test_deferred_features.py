@@ -5,6 +5,7 @@ with every feature held; each feature is read once; a column is let go before th
 
 import gc
 import weakref
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from registry.services import model_register, reference_upload
 from tests.clock import T0
 from tests.platform.monitoring.factories import check_with_segments, rows, send
 from workers.drift import sorts
+from workers.drift.dle import estimate_regressor_metrics_by_block
 
 pytestmark = pytest.mark.django_db
 WORDS = ["good", "bad", "fast", "slow", "late", "broken", "fine", "great"]
@@ -175,3 +177,125 @@ def test_a_check_past_sample_above_asks_for_deferred_features(
     check = quality_check_run(model_id=model.pk, window=window)
     assert check is not None and check.state == CheckState.DONE and check.n_samples == 500
     assert seen[-1].deferred is not None and "multivariate" in check.drift
+
+
+def _regression(columnar: Path) -> RegisteredModel:
+    """A regressor over two numbers (one with gaps) and a category, its reference labelled (DLE's
+    loss model is fitted on it), 500 window rows shifted where its error grows."""
+    rng = np.random.default_rng(21)
+
+    def data(n: int, shift: float) -> list[dict[str, Any]]:
+        x, z = rng.normal(shift, 1, n), rng.normal(0, 1, n)
+        truth = 2 * x + z
+        prediction = truth + rng.normal(0, 0.1 + np.clip(x, 0, None), n)
+        colour = rng.choice(["red", "green", "blue"], n)
+        return [
+            {
+                "features": {
+                    "x": float(x[i]),
+                    "z": None if i % 11 == 0 else float(z[i]),
+                    "colour": colour[i],
+                },
+                "prediction": float(prediction[i]),
+                "label": float(truth[i]),
+            }
+            for i in range(n)
+        ]
+
+    model = model_register(
+        data={
+            "name": "price",
+            "task": "regression",
+            "features": [
+                {"name": "x", "type": "numerical"},
+                {"name": "z", "type": "numerical"},
+                {"name": "colour", "type": "categorical"},
+            ],
+        }
+    )
+    reference_upload(model=model, rows=data(1500, 0.0))
+    window = [{**r, "probabilities": None} for r in data(500, 0.8)]
+    send(model, window, start=T0, prefix="r", labelled=False, step=timedelta(seconds=13))
+    return model
+
+
+@pytest.mark.parametrize(
+    "bounds", [{}, {"start": None, "end": T0 + timedelta(hours=2), "last_n": 420}], ids=["range", "last_n"]
+)
+def test_dle_reads_a_deferred_windows_inputs_a_block_of_rows_at_a_time(
+    columnar: Path, monkeypatch: pytest.MonkeyPatch, bounds: dict[str, Any]
+) -> None:
+    """A regressor's window past DLE_BLOCK_ROWS with its features deferred: DLE reads them a block
+    of rows at a time, no column whole, and estimates MAE, MSE and RMSE to the bit as from the
+    window read whole. The last N (rows the source cannot read apart: reordered) read each input
+    column once, whole."""
+    monkeypatch.setattr(checks, "DLE_BLOCK_ROWS", 120)
+    model = _regression(columnar)
+    reference = reference_state(model=model)
+    assert reference is not None and reference.loss_estimator is not None
+    whole, deferred = _load(model, None, **bounds), _load(model, 0, **bounds)
+    assert deferred.deferred is not None and not {"x", "z", "colour"} & set(deferred.frame.columns)
+    columns, slices = [], []
+    found = deferred.deferred
+    read_column, read_slice = found.read_column, found.read_slice
+    assert read_slice is not None
+
+    def column(name: str) -> Any:
+        columns.append(name)
+        return read_column(name)
+
+    def sliced(name: str, start: int, stop: int) -> Any:
+        slices.append((name, start, stop))
+        return read_slice(name, start, stop)
+
+    deferred.deferred = replace(found, read_column=column, read_slice=sliced)
+    for metric in ("mae", "rmse"):
+        estimated = checks._estimate_regression(deferred, reference, metric)
+        assert estimated == checks._estimate_regression(whole, reference, metric)
+        assert estimated["value"] is not None and estimated["metric"] == metric
+    n = len(whole.frame)
+    if bounds:  # the last N: each input read whole, once a call
+        assert not slices and sorted(columns) == sorted(["colour", "x", "z"] * 2)
+    else:
+        assert n == 500 and not columns
+        blocks = [(start, min(start + 120, n)) for start in range(0, n, 120)]
+        assert sorted(slices) == sorted(
+            (name, *block) for name in ("x", "z", "colour") for block in blocks * 2
+        )
+
+
+def test_dle_past_sample_above_reads_a_sample_of_rows_and_states_its_error(
+    columnar: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past SAMPLE_ABOVE rows DLE's trees score a uniform sample of SAMPLE_SIZE rows: each metric
+    says so (rows, of, its error), lies within four stated errors of the estimate from every
+    row, and its interval is the wider for it; the window read whole or deferred gives the same.
+    The stated error is the sampling's: over 200 draws of the sample the MAE's spread is it."""
+    model = _regression(columnar)
+    reference = reference_state(model=model)
+    assert reference is not None and reference.loss_estimator is not None
+    whole = _load(model, None)
+    every = checks._estimate_regression(whole, reference, "mae")
+    assert "sample" not in every and all("sample" not in m for m in every["metrics"].values())
+    monkeypatch.setattr(sorts, "SAMPLE_ABOVE", 350)
+    monkeypatch.setattr(sorts, "SAMPLE_SIZE", 200)
+    sampled = checks._estimate_regression(whole, reference, "mae")
+    assert sampled == checks._estimate_regression(_load(model, 0), reference, "mae")
+    assert sampled["sample"] == sampled["metrics"]["mae"]["sample"]
+    for name in ("mae", "mse", "rmse"):
+        got, full = sampled["metrics"][name], every["metrics"][name]
+        assert got["sample"]["rows"] == 200 and got["sample"]["of"] == 500
+        error = got["sample"]["error"]
+        assert 0 < error and abs(got["value"] - full["value"]) <= 4 * error
+        assert got["ci"][1] - got["ci"][0] > full["ci"][1] - full["ci"][0]
+        assert got["ci"][0] <= got["value"] <= got["ci"][1]
+    frame = whole.frame
+    values, errors = [], []
+    for seed in range(200):
+        rows = np.sort(np.random.default_rng(seed).choice(len(frame), 200, replace=False))
+        found = estimate_regressor_metrics_by_block(
+            reference.loss_estimator, [frame.iloc[rows]], of=len(frame)
+        )
+        values.append(found["mae"].value)
+        errors.append(found["mae"].sample["error"])  # type: ignore[index]
+    assert 0.8 <= np.std(values) / np.mean(errors) <= 1.25
