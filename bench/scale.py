@@ -23,6 +23,10 @@ run:
   the columns, alternately in one process, with their results compared;
 - one 768-dim embedding: bytes per sample beside the float32 payload, and a window of M samples
   read into arrays (the source, then stacked into an (M, 768) float32 matrix), beside the floor;
+- with ``--regression-samples N``, a regressor's window of N samples × 20 numerical checked in
+  a fresh process, alternately: DLE's trees on a sample of SAMPLE_SIZE rows (past SAMPLE_ABOVE,
+  as a check runs), on every row read a block of rows at a time, and on every row read whole
+  (the code before): each way's peak memory and time, and the estimates (the sample's error);
 - with /work/venvs/<name>-peers holding duckdb (``python3.11 -m venv V && V/bin/pip install
   duckdb==1.4.1 pyarrow==26.0.1 numpy``; set DRIFTWATCH_PEERS_PYTHON=V/bin/python), DuckDB's
   scan of the same columns from a Parquet copy of the parts, as a second engine's floor.
@@ -603,6 +607,149 @@ def fanout(n: int, k: int) -> None:
     )
 
 
+def _regression_samples(
+    prefix: str, start: int, n: int, t0: datetime, step_s: float, rng: Any
+) -> list[dict[str, Any]]:
+    """A regressor's rows: N_FEATURES numbers, its prediction off the truth (``_truth``) by more
+    as x0 grows: what DLE learns."""
+    x = rng.normal(size=(n, N_FEATURES)).round(6)
+    truth = 2 * x[:, 0] + x[:, 1]
+    prediction = truth + rng.normal(0, 0.1 + np.clip(x[:, 0], 0, None))
+    return [
+        {
+            "id": f"{prefix}{start + i}",
+            "timestamp": (t0 + timedelta(seconds=(start + i) * step_s)).isoformat(),
+            "features": {f"x{j}": row[j] for j in range(N_FEATURES)},
+            "prediction": float(prediction[i]),
+        }
+        for i, row in enumerate(x.tolist())
+    ]
+
+
+def _truth(sample: dict[str, Any]) -> float:
+    return float(2 * sample["features"]["x0"] + sample["features"]["x1"])
+
+
+def regression(n: int, url: str) -> None:
+    """DLE on a regressor's window of N samples × N_FEATURES numerical (past SAMPLE_ABOVE, so its
+    features are deferred), each way checked in a fresh process as ``_check_peak`` runs one,
+    alternately: its trees on a sample of rows (as a check runs), on every row with the inputs
+    read a block of DLE_BLOCK_ROWS rows at a time, and on every row read whole (before); the
+    peak memory and time of each, and the estimates."""
+    import multiprocessing
+
+    from django.utils import timezone
+
+    from monitoring.models import MonitoringPolicy, PredictionSample
+    from registry.models import RegisteredModel
+    from registry.services import model_register, reference_upload
+
+    name = f"reg-{n}"
+    model = RegisteredModel.objects.filter(name=name).first()
+    if model is not None:  # --reuse
+        start = PredictionSample.objects.filter(model=model).order_by("timestamp").first().timestamp  # type: ignore[union-attr]
+        end = start + 24 * HOUR
+    else:
+        schema = _tabular_schema(name)
+        schema.update(task="regression", classes=[])
+        model = model_register(data=schema)
+        ref = _regression_samples("r", 0, 5000, timezone.now(), 0, np.random.default_rng(1))
+        reference_upload(
+            model=model,
+            rows=[
+                {"features": r["features"], "prediction": r["prediction"], "label": _truth(r)} for r in ref
+            ],
+        )
+        MonitoringPolicy.objects.update_or_create(
+            model=model, defaults={"min_samples": 100, "min_labels": 50}
+        )
+        end = timezone.now().replace(minute=0, second=0, microsecond=0) - HOUR
+        start = end - 24 * HOUR
+        ingest_s, _ = _ingest(
+            model, n, start, (end - start).total_seconds() / n, 0.0, samples=_regression_samples
+        )
+        print(f"regression: {n:,} samples × {N_FEATURES} numerical ingested in {ingest_s:.1f} s")
+        _compact(model, end)
+    ways = {
+        "sampled": "on a sample of rows (a check)",
+        "blocks": "on every row, read a block at a time",
+        "whole": "on every row, read whole (before)",
+    }
+    runs: dict[str, list[tuple[int, int, float, str]]] = {way: [] for way in ways}
+    for _ in range(2):
+        for way in ways:
+            with multiprocessing.get_context("spawn").Pool(1) as pool:
+                runs[way].append(pool.apply(_dle_child, (url, model.pk, start, end, way)))
+    for way, found in runs.items():
+        print(
+            f"regression {n:,}: DLE {ways[way]}: "
+            + ", ".join(
+                f"check {s:.2f} s, peak +{(peak - before) / 2**20:.2f} GiB" for before, peak, s, _ in found
+            )
+        )
+    for way, found in runs.items():
+        mae = json.loads(found[0][3])["metrics"]["mae"]
+        print(f"regression {n:,}: DLE {ways[way]}: MAE {mae['value']:.6f}, sample {mae.get('sample')}")
+    every = {estimate for way in ("blocks", "whole") for *_, estimate in runs[way]}
+    print(f"regression {n:,}: every row the same estimates read by blocks or whole: {len(every) == 1}")
+
+
+def _dle_child(
+    url: str, model_id: int, start: datetime, end: datetime, way: str
+) -> tuple[int, int, float, str]:
+    """In a fresh process: the regressor's check, DLE's way (``regression``) → anonymous memory
+    before it and at its peak (KiB), its seconds, and its DLE estimates."""
+    import threading
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _pg import django_on
+    from _proc import status_kib
+
+    django_on(url)
+    import workers.tasks.monitoring  # noqa: F401  # what a check worker imports at its start
+    from monitoring import checks
+    from monitoring.models import QualityCheck
+    from monitoring.reference import reference_state
+    from monitoring.window import range_window
+    from registry.models import RegisteredModel
+    from workers.drift import sorts
+
+    if way != "sampled":  # the trees on every row: no sample for DLE alone (the rest as it runs)
+        estimate = checks._estimate_regression
+
+        def every_row(*args: Any) -> Any:
+            above, sorts.SAMPLE_ABOVE = sorts.SAMPLE_ABOVE, 1 << 62
+            try:
+                return estimate(*args)
+            finally:
+                sorts.SAMPLE_ABOVE = above
+
+        checks._estimate_regression = every_row  # type: ignore[assignment]
+    if way == "whole":
+        checks.DLE_BLOCK_ROWS = 1 << 62  # every window's inputs read whole, as before
+    QualityCheck.objects.filter(model_id=model_id).delete()
+    reference_state(model=RegisteredModel.objects.get(pk=model_id))  # a worker's cache, warm
+    before = peak = status_kib("RssAnon")
+    done = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not done.wait(0.01):
+            peak = max(peak, status_kib("RssAnon"))
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    t = time.perf_counter()
+    try:
+        check = checks.quality_check_run(model_id=model_id, window=range_window(start, end))
+    finally:
+        seconds = time.perf_counter() - t
+        done.set()
+        sampler.join()
+    assert check is not None and check.state == "done", check and (check.state, check.error)
+    return before, max(peak, status_kib("RssAnon")), seconds, json.dumps(check.estimated, sort_keys=True)
+
+
 def categorical(n: int) -> None:
     """A window of whole hours with N_FEATURES categorical features, checked from the hours'
     summaries (the counts written at compaction: what a check asks for) and again reading the
@@ -767,6 +914,12 @@ def main() -> None:
         "--categorical-samples", type=int, default=1_000_000, help="0: skip the summaries' part"
     )
     parser.add_argument("--fanout-slices", type=int, default=0, help="the tabular check fanned out too")
+    parser.add_argument(
+        "--regression-samples",
+        type=int,
+        default=0,
+        help="a regressor's DLE on deferred features (0: skipped)",
+    )
     parser.add_argument("--reuse", help="an earlier run's media folder (its database kept): skip ingestion")
     args = parser.parse_args()
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # each figure as it comes
@@ -784,7 +937,8 @@ def main() -> None:
 
     # --reuse keeps the tabular model (its window is what it checks again); the embedding one is remade.
     RegisteredModel.objects.filter(
-        name__in=[f"emb-{args.embedding_samples}"] + ([] if args.reuse else [f"scale-{args.samples}"])
+        name__in=[f"emb-{args.embedding_samples}"]
+        + ([] if args.reuse else [f"scale-{args.samples}", f"reg-{args.regression_samples}"])
     ).delete()
     print(f"bench/scale.py  {datetime.now(UTC):%Y-%m-%d %H:%M} UTC  media {media}")
     if args.samples:  # 0: skip the tabular check
@@ -793,6 +947,8 @@ def main() -> None:
             fanout(args.samples, args.fanout_slices)
     if args.categorical_samples:
         categorical(args.categorical_samples)
+    if args.regression_samples:
+        regression(args.regression_samples, url)
     if args.embedding_samples:  # 0: the tabular check alone
         embedding(args.embedding_samples, args.dim)
 
