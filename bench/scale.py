@@ -386,11 +386,9 @@ def _check_peak(url: str, model: Any, start: datetime, end: datetime) -> tuple[f
 
 def _peak_child(url: str, model_id: int, start: datetime, end: datetime) -> tuple[int, int]:
     """In the fresh process: (anonymous memory before the check, its peak during it), in KiB."""
-    import threading
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from _pg import django_on
-    from _proc import status_kib
 
     django_on(url)
     import workers.tasks.monitoring  # noqa: F401  # what a check worker imports at its start
@@ -400,6 +398,19 @@ def _peak_child(url: str, model_id: int, start: datetime, end: datetime) -> tupl
     from registry.models import RegisteredModel
 
     reference_state(model=RegisteredModel.objects.get(pk=model_id))  # a worker's cache, warm
+    before, peak, _, _ = _with_peak(
+        lambda: quality_check_run(model_id=model_id, window=range_window(start, end))
+    )
+    return before, peak
+
+
+def _with_peak(run: Any) -> tuple[int, int, float, Any]:
+    """``run()`` while a thread samples this process's anonymous resident memory every 10 ms →
+    (KiB before it, KiB at its peak, its seconds, what it returned)."""
+    import threading
+
+    from _proc import status_kib
+
     before = peak = status_kib("RssAnon")
     done = threading.Event()
 
@@ -410,12 +421,14 @@ def _peak_child(url: str, model_id: int, start: datetime, end: datetime) -> tupl
 
     sampler = threading.Thread(target=sample)
     sampler.start()
+    t = time.perf_counter()
     try:
-        quality_check_run(model_id=model_id, window=range_window(start, end))
+        found = run()
     finally:
+        seconds = time.perf_counter() - t
         done.set()
         sampler.join()
-    return before, max(peak, status_kib("RssAnon"))
+    return before, max(peak, status_kib("RssAnon")), seconds, found
 
 
 def _copy_rate(n: int) -> float:
@@ -699,11 +712,9 @@ def _dle_child(
 ) -> tuple[int, int, float, str]:
     """In a fresh process: the regressor's check, DLE's way (``regression``) → anonymous memory
     before it and at its peak (KiB), its seconds, and its DLE estimates."""
-    import threading
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from _pg import django_on
-    from _proc import status_kib
 
     django_on(url)
     import workers.tasks.monitoring  # noqa: F401  # what a check worker imports at its start
@@ -729,25 +740,11 @@ def _dle_child(
         checks.DLE_BLOCK_ROWS = 1 << 62  # every window's inputs read whole, as before
     QualityCheck.objects.filter(model_id=model_id).delete()
     reference_state(model=RegisteredModel.objects.get(pk=model_id))  # a worker's cache, warm
-    before = peak = status_kib("RssAnon")
-    done = threading.Event()
-
-    def sample() -> None:
-        nonlocal peak
-        while not done.wait(0.01):
-            peak = max(peak, status_kib("RssAnon"))
-
-    sampler = threading.Thread(target=sample)
-    sampler.start()
-    t = time.perf_counter()
-    try:
-        check = checks.quality_check_run(model_id=model_id, window=range_window(start, end))
-    finally:
-        seconds = time.perf_counter() - t
-        done.set()
-        sampler.join()
+    before, peak, seconds, check = _with_peak(
+        lambda: checks.quality_check_run(model_id=model_id, window=range_window(start, end))
+    )
     assert check is not None and check.state == "done", check and (check.state, check.error)
-    return before, max(peak, status_kib("RssAnon")), seconds, json.dumps(check.estimated, sort_keys=True)
+    return before, peak, seconds, json.dumps(check.estimated, sort_keys=True)
 
 
 def categorical(n: int) -> None:
