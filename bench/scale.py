@@ -620,6 +620,18 @@ def fanout(n: int, k: int) -> None:
     )
 
 
+def _earlier(name: str) -> tuple[Any, datetime, datetime]:
+    """--reuse: the model of that name an earlier run made, and its day's window (None if none)."""
+    from monitoring.models import PredictionSample
+    from registry.models import RegisteredModel
+
+    model = RegisteredModel.objects.filter(name=name).first()
+    if model is None:
+        return None, datetime.min.replace(tzinfo=UTC), datetime.min.replace(tzinfo=UTC)
+    start = PredictionSample.objects.filter(model=model).order_by("timestamp").first().timestamp  # type: ignore[union-attr]
+    return model, start, start + 24 * HOUR
+
+
 def _regression_samples(
     prefix: str, start: int, n: int, t0: datetime, step_s: float, rng: Any
 ) -> list[dict[str, Any]]:
@@ -653,16 +665,12 @@ def regression(n: int, url: str) -> None:
 
     from django.utils import timezone
 
-    from monitoring.models import MonitoringPolicy, PredictionSample
-    from registry.models import RegisteredModel
+    from monitoring.models import MonitoringPolicy
     from registry.services import model_register, reference_upload
 
     name = f"reg-{n}"
-    model = RegisteredModel.objects.filter(name=name).first()
-    if model is not None:  # --reuse
-        start = PredictionSample.objects.filter(model=model).order_by("timestamp").first().timestamp  # type: ignore[union-attr]
-        end = start + 24 * HOUR
-    else:
+    model, start, end = _earlier(name)
+    if model is None:
         schema = _tabular_schema(name)
         schema.update(task="regression", classes=[])
         model = model_register(data=schema)
@@ -756,17 +764,13 @@ def categorical(n: int) -> None:
 
     import monitoring.checks as checks
     from monitoring.checks import quality_check_run
-    from monitoring.models import MonitoringPolicy, PredictionSample, QualityCheck
+    from monitoring.models import MonitoringPolicy, QualityCheck
     from monitoring.window import range_window
-    from registry.models import RegisteredModel
     from registry.services import model_register, reference_upload
 
     name = f"cat-{n}"
-    model = RegisteredModel.objects.filter(name=name).first()
-    if model is not None:  # --reuse
-        start = PredictionSample.objects.filter(model=model).order_by("timestamp").first().timestamp  # type: ignore[union-attr]
-        end = start + 24 * HOUR
-    else:
+    model, start, end = _earlier(name)
+    if model is None:
         schema = _tabular_schema(name)
         schema["features"] = [{"name": f"c{j}", "type": "categorical"} for j in range(N_FEATURES)]
         model = model_register(data=schema)
