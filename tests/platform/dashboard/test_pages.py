@@ -112,6 +112,18 @@ def test_check_page_shows_metrics_drift_and_data_quality(staff: Client, story: d
     assert "&quot;accuracy_drop&quot;: true" in page
 
 
+def test_check_page_states_an_estimate_made_from_a_sample_of_rows(
+    staff: Client, story: dict[str, Any]
+) -> None:
+    """A DLE estimate past SAMPLE_ABOVE says it is the mean over a sample, and its error."""
+    bad = story["bad"]
+    assert "uniform sample" not in staff.get(f"/checks/{bad.pk}/").content.decode()
+    sample = {"rows": 1_000_000, "of": 3_000_000, "error": 0.000436}
+    QualityCheck.objects.filter(pk=bad.pk).update(estimated={**bad.estimated, "sample": sample})
+    page = staff.get(f"/checks/{bad.pk}/").content.decode()
+    assert "a uniform sample of 1000000 of the window's 3000000 rows (standard error 0.0004, in the" in page
+
+
 def test_missing_check_is_404(staff: Client, db: None) -> None:
     assert staff.get("/checks/999999/").status_code == 404
 
