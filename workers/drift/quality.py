@@ -136,7 +136,7 @@ def _integer_codes(array: np.ndarray, classes: np.ndarray) -> np.ndarray:
         table[(classes - low)[::-1]] = np.arange(len(classes) - 1, -1, -1)  # the last write wins
         # The distance above ``low`` as unsigned: a value below it wraps past the span, and only
         # the values low..high land inside it (modulo 2**64, as numpy's int64 arithmetic wraps).
-        above = (array - low).view(np.uint64)
+        above = (array.astype(np.int64, copy=False) - low).view(np.uint64)
         return table[np.minimum(above, np.uint64(span))]
     order = np.argsort(classes, kind="stable")
     ordered = classes[order]

@@ -204,6 +204,10 @@ def test_integer_classes_are_coded_from_a_table_as_by_a_search_of_the_classes(
     values = np.r_[rng.integers(-4, 5, 3000), classes, ends].astype(np.int64)
     ordered = np.asarray(classes, dtype=np.int64)
     by_table = quality._integer_codes(values, ordered)
+    small = np.array([0, 1, 2, -1, 7], dtype=np.int32)  # narrower ints, classes past their range
+    assert quality._integer_codes(small, np.array([1, 0])).tolist() == [1, 0, -1, -1, -1]
+    assert quality._integer_codes(small, np.array([2**40, 2**40 + 1])).tolist() == [-1] * 5
+    assert quality._integer_codes(small, np.array([3_000_000_001, 3_000_000_000])).tolist() == [-1] * 5
     monkeypatch.setattr(quality, "TABLE_SPAN", 0)  # every span searched
     assert np.array_equal(by_table, quality._integer_codes(values, ordered))
     assert quality._integer_codes(np.array([0, 1, 2, -1]), np.array([1, 0])).tolist() == [1, 0, -1, -1]
