@@ -13,8 +13,9 @@ run:
   source: parts + labels) and the rest (the check's computation), each beside the floor: the
   engine (pyarrow, memory-mapped Arrow IPC) scanning the same columns of the same parts into
   numpy (its best of three scans), printed as a ratio; each stage of that check (its functions
-  in monitoring.checks, wrapped with a timer here) beside the floor; the targets as MET / NOT MET; the check's peak
-  memory, run again in a fresh process (a worker's anonymous resident memory, sampled);
+  in monitoring.checks, wrapped with a timer here) beside the floor; the targets as MET / NOT
+  MET; the check's peak memory, run again in a fresh process (a worker's anonymous resident
+  memory, sampled);
 - a raw COPY of the same rows into today's JSON table, and ingestion's ratio to it;
 - with ``--fanout-slices K``, that check fanned out over K slices of its hours (each slice's and
   the merge's time, run one after another here, and the wall time K workers would take);
@@ -386,7 +387,6 @@ def _check_peak(url: str, model: Any, start: datetime, end: datetime) -> tuple[f
 
 def _peak_child(url: str, model_id: int, start: datetime, end: datetime) -> tuple[int, int]:
     """In the fresh process: (anonymous memory before the check, its peak during it), in KiB."""
-
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from _pg import django_on
 
