@@ -58,7 +58,6 @@ from workers.drift.descriptors import descriptor_drift
 from workers.drift.distribution import DistributionDict, column_distribution, counted_distribution
 from workers.drift.dle import (
     REGRESSOR_METRICS,
-    estimate_regressor_metrics,
     estimate_regressor_metrics_by_block,
 )
 from workers.drift.engine import ColumnDrift, ColumnDriftDict, column_drift, counted_drift, drift_result
@@ -809,20 +808,20 @@ def _estimate_regression(window: Window, reference: ReferenceState | None, metri
         return {}
     estimator = reference.loss_estimator
     inputs = [name for name in estimator.columns if window.has(name) and name not in window.frame.columns]
-    n = len(window.frame)
+    of = n = len(window.frame)
     if n > sorts.SAMPLE_ABOVE:
         # The trees on a uniform sample of SAMPLE_SIZE rows, its error stated and the interval
         # widened by it (3M rows: 15 s of the two loss models' trees on every row).
         mask = np.zeros(n, dtype=bool)
         mask[shared_sample_positions(n)] = True
-        sampled = window.rows(mask).with_features(inputs)
-        estimates = estimate_regressor_metrics_by_block(estimator, [sampled], of=n)
-    elif inputs and n > DLE_BLOCK_ROWS and window.deferred is not None and window.deferred.reads_rows(inputs):
-        # DLE reads every row of its features: deferred ones, a block of rows at a time.
+        window = window.rows(mask)
+        n = len(window.frame)
+    if inputs and n > DLE_BLOCK_ROWS and window.deferred is not None and window.deferred.reads_rows(inputs):
+        # Deferred features a block of rows at a time, each block's rows alone read.
         blocks = (window.block(lo, min(lo + DLE_BLOCK_ROWS, n), inputs) for lo in range(0, n, DLE_BLOCK_ROWS))
-        estimates = estimate_regressor_metrics_by_block(estimator, blocks)
+        estimates = estimate_regressor_metrics_by_block(estimator, blocks, of=of)
     else:
-        estimates = estimate_regressor_metrics(estimator, window.with_features(inputs))
+        estimates = estimate_regressor_metrics_by_block(estimator, [window.with_features(inputs)], of=of)
     return _estimated(estimates, metric, "mae", "DLE (direct loss estimation)")
 
 

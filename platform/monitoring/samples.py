@@ -54,24 +54,29 @@ class DeferredFeatures:
     # it dictionary-encoded (the PCA's frequency encoding then looks each distinct value up once,
     # on its codes); None (or no reader) where it cannot: the caller reads the column.
     read_category: Callable[[str], Any] | None = None
-    # Rows [start, stop) of the window's column, typed as ``read_column`` types them, reading no
-    # other row: for the features in ``sliced`` (those the source can type apart from the column).
-    read_slice: Callable[[str, int, int], Any] | None = None
+    # Some rows of the whole window's column (a slice, or positions in any order), typed as
+    # ``read_column`` types them, reading no other row: for the features in ``sliced`` (those
+    # the source can type apart from their column).
+    read_at: Callable[[str, slice | np.ndarray], Any] | None = None
     sliced: frozenset[str] = frozenset()
 
     def read(self, name: str) -> Any:
+        if self.positions is not None and self.read_at is not None and name in self.sliced:
+            return self.read_at(name, self.positions)  # only this window's rows are read
         values = self.read_column(name)
         return values if self.positions is None else values[self.positions]
 
     def reads_rows(self, names: Sequence[str]) -> bool:
         """Whether ``read_rows`` reads only the rows asked for of each of these features."""
-        return self.positions is None and self.read_slice is not None and self.sliced.issuperset(names)
+        return self.read_at is not None and self.sliced.issuperset(names)
 
     def read_rows(self, name: str, start: int, stop: int) -> Any:
         """Rows [start, stop) of this window's feature: only those read, where the source can;
         else the column read whole, then cut."""
-        if self.read_slice is not None and self.reads_rows([name]):
-            return self.read_slice(name, start, stop)
+        if self.read_at is not None and name in self.sliced:
+            return self.read_at(
+                name, slice(start, stop) if self.positions is None else self.positions[start:stop]
+            )
         return self.read(name)[start:stop]
 
     def category(self, name: str) -> Any:

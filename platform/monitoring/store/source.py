@@ -559,7 +559,7 @@ class ColumnarSampleSource:
                 _column_reader(kinds, table),
                 None,
                 _category_reader(kinds, table),
-                *_slice_reader(kinds, table),
+                *_rows_reader(kinds, table),
             )
             kinds = {}
         elif table is not None and counts:  # counted from the summaries: read only if asked for
@@ -568,7 +568,7 @@ class ColumnarSampleSource:
                 _column_reader(kinds, table),
                 None,
                 _category_reader(kinds, table),
-                *_slice_reader(kinds, table),
+                *_rows_reader(kinds, table),
             )
             kinds = {name: kind for name, kind in kinds.items() if name not in counts}
         arrays = self._arrays(model, kinds, snapshot)
@@ -665,18 +665,26 @@ def _column_reader(kinds: Kinds, table: pa.Table) -> Callable[[str], Any]:
     return lambda name: feature_values(kinds[name], table.column(FEATURE + name))
 
 
-def _slice_reader(kinds: Kinds, table: pa.Table) -> tuple[Callable[[str, int, int], Any], frozenset[str]]:
-    """Rows [start, stop) of a feature of the window's table, typed as the whole column is (a
-    slice of the memory-mapped parts), and the features it reads so: those stored typed
-    (float64) or whose type types each value by itself."""
+def _rows_reader(
+    kinds: Kinds, table: pa.Table
+) -> tuple[Callable[[str, slice | np.ndarray], Any], frozenset[str]]:
+    """Some rows of a feature of the window's table (a slice of the memory-mapped parts, or
+    Arrow's take of positions), typed as the whole column is, and the features it reads so:
+    those stored typed (float64) or whose type types each value by itself."""
     sliced = frozenset(
         name
         for name, kind in kinds.items()
         if pa.types.is_float64(table.schema.field(FEATURE + name).type) or kind.elementwise_column
     )
-    return lambda name, start, stop: feature_values(
-        kinds[name], table.column(FEATURE + name).slice(start, stop - start)
-    ), sliced
+
+    def read(name: str, rows: slice | np.ndarray) -> Any:
+        column = table.column(FEATURE + name)
+        if isinstance(rows, slice):
+            start, stop, _ = rows.indices(len(column))
+            return feature_values(kinds[name], column.slice(start, stop - start))
+        return feature_values(kinds[name], column.take(pa.array(rows, pa.int64())))
+
+    return read, sliced
 
 
 register_sample_source("columnar", ColumnarSampleSource)

@@ -226,42 +226,42 @@ def test_dle_reads_a_deferred_windows_inputs_a_block_of_rows_at_a_time(
     columnar: Path, monkeypatch: pytest.MonkeyPatch, bounds: dict[str, Any]
 ) -> None:
     """A regressor's window past DLE_BLOCK_ROWS with its features deferred: DLE reads them a block
-    of rows at a time, no column whole, and estimates MAE, MSE and RMSE to the bit as from the
-    window read whole. The last N (rows the source cannot read apart: reordered) read each input
-    column once, whole."""
+    of rows at a time, only those rows (a slice of the parts, or the last N's positions, newest
+    first), no column whole, and estimates MAE, MSE and RMSE to the bit as from the window read
+    whole."""
     monkeypatch.setattr(checks, "DLE_BLOCK_ROWS", 120)
     model = _regression(columnar)
     reference = reference_state(model=model)
     assert reference is not None and reference.loss_estimator is not None
     whole, deferred = _load(model, None, **bounds), _load(model, 0, **bounds)
     assert deferred.deferred is not None and not {"x", "z", "colour"} & set(deferred.frame.columns)
-    columns, slices = [], []
+    columns: list[str] = []
+    read: dict[str, list[np.ndarray]] = {"x": [], "z": [], "colour": []}
     found = deferred.deferred
-    read_column, read_slice = found.read_column, found.read_slice
-    assert read_slice is not None
+    read_column, read_at = found.read_column, found.read_at
+    assert read_at is not None
 
     def column(name: str) -> Any:
         columns.append(name)
         return read_column(name)
 
-    def sliced(name: str, start: int, stop: int) -> Any:
-        slices.append((name, start, stop))
-        return read_slice(name, start, stop)
+    def rows(name: str, which: Any) -> Any:
+        read[name].append(np.arange(which.start, which.stop) if isinstance(which, slice) else which)
+        assert len(read[name][-1]) <= 120
+        return read_at(name, which)
 
-    deferred.deferred = replace(found, read_column=column, read_slice=sliced)
+    deferred.deferred = replace(found, read_column=column, read_at=rows)
     for metric in ("mae", "rmse"):
         estimated = checks._estimate_regression(deferred, reference, metric)
         assert estimated == checks._estimate_regression(whole, reference, metric)
         assert estimated["value"] is not None and estimated["metric"] == metric
+    assert not columns
     n = len(whole.frame)
-    if bounds:  # the last N: each input read whole, once a call
-        assert not slices and sorted(columns) == sorted(["colour", "x", "z"] * 2)
-    else:
-        assert n == 500 and not columns
-        blocks = [(start, min(start + 120, n)) for start in range(0, n, 120)]
-        assert sorted(slices) == sorted(
-            (name, *block) for name in ("x", "z", "colour") for block in blocks * 2
-        )
+    assert n == (420 if bounds else 500)
+    # Each input's rows read once a call, block after block: the window's own rows in its order.
+    held = np.arange(n) if found.positions is None else found.positions
+    for name, blocks in read.items():
+        assert np.array_equal(np.concatenate(blocks), np.r_[held, held]), name
 
 
 def test_dle_past_sample_above_reads_a_sample_of_rows_and_states_its_error(
