@@ -554,22 +554,10 @@ class ColumnarSampleSource:
             counts = window_counts(snapshot.parts, start, window.end, names)
         if table is not None and kinds and defer_above is not None and len(table) > defer_above:
             # The parts' columns stay where they are (memory-mapped), each typed when asked for.
-            deferred = DeferredFeatures(
-                tuple(kinds),
-                _column_reader(kinds, table),
-                None,
-                _category_reader(kinds, table),
-                *_rows_reader(kinds, table),
-            )
+            deferred = _deferred(tuple(kinds), kinds, table)
             kinds = {}
         elif table is not None and counts:  # counted from the summaries: read only if asked for
-            deferred = DeferredFeatures(
-                tuple(counts),
-                _column_reader(kinds, table),
-                None,
-                _category_reader(kinds, table),
-                *_rows_reader(kinds, table),
-            )
+            deferred = _deferred(tuple(counts), kinds, table)
             kinds = {name: kind for name, kind in kinds.items() if name not in counts}
         arrays = self._arrays(model, kinds, snapshot)
         if window.last_n is not None:
@@ -658,6 +646,13 @@ def _category_reader(kinds: Kinds, table: pa.Table) -> Callable[[str], Any]:
         return pd.Categorical.from_codes(codes, categories=pd.Index(typed.to_numpy(), dtype=object))
 
     return read
+
+
+def _deferred(names: tuple[str, ...], kinds: Kinds, table: pa.Table) -> DeferredFeatures:
+    """These features of the window's table, read from its parts when asked for."""
+    return DeferredFeatures(
+        names, _column_reader(kinds, table), None, _category_reader(kinds, table), *_rows_reader(kinds, table)
+    )
 
 
 def _column_reader(kinds: Kinds, table: pa.Table) -> Callable[[str], Any]:
