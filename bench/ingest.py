@@ -1,6 +1,7 @@
 """Ingestion benchmark: concurrent clients posting prediction batches to the real server
 (gunicorn + PostgreSQL) for a fixed time, against a raw PostgreSQL COPY of the same rows into
-the same table, measured in the same run.
+the JSON sample table of before the columnar store (rebuilt empty for it), measured in the same
+run.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/driftwatch python bench/ingest.py
 
@@ -195,7 +196,8 @@ def count_rows() -> tuple[int, int]:
 
 
 def copy_reference(n_rows: int) -> float:
-    """Raw COPY of the same kind of rows into the same table (another model id): rows/s."""
+    """Raw COPY of the same kind of rows into the JSON sample table of before the columnar store
+    (``_pg.JSON_TABLE``, empty, with that table's indexes): rows/s."""
     from registry.models import RegisteredModel
 
     model_id = RegisteredModel.objects.get(name=MODEL + "-copy").pk

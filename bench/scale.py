@@ -16,7 +16,7 @@ run:
   in monitoring.checks, wrapped with a timer here) beside the floor; the targets as MET / NOT
   MET; the check's peak memory, run again in a fresh process (a worker's anonymous resident
   memory, sampled);
-- a raw COPY of the same rows into today's JSON table, and ingestion's ratio to it;
+- a raw COPY of the same rows into the JSON table of before the columnar store, and ingestion's ratio to it;
 - with ``--fanout-slices K``, that check fanned out over K slices of its hours (each slice's and
   the merge's time, run one after another here, and the wall time K workers would take);
 - 20 categorical features (``--categorical-samples``, 0: skipped): a check over whole hours from
@@ -433,7 +433,7 @@ def _with_peak(run: Any) -> tuple[int, int, float, Any]:
 
 def _copy_rate(n: int) -> float:
     """A raw COPY of the same rows (20 numerical features, a prediction, 2 probabilities) into
-    today's JSON table, as JSON documents, under another model: samples/s."""
+    the JSON table of before the columnar store, as JSON documents, under another model: samples/s."""
     from registry.services import model_register
 
     model = model_register(data=_tabular_schema(f"scale-copy-{n}"))
@@ -560,7 +560,7 @@ def tabular(n: int, media: Path, url: str) -> None:
         copy_rate = _copy_rate(copy_n)
         ratio = ingest_rate / copy_rate
         print(
-            f"raw COPY of {copy_n:,} such rows into today's JSON table: {copy_rate:,.0f} samples/s; ingest = "
+            f"raw COPY of {copy_n:,} such rows into the JSON table of before the columnar store: {copy_rate:,.0f} samples/s; ingest = "
             f"{ratio:.2f}× COPY (target ≥ 1.5×, there with 4 clients: bench/ingest.py) → {_verdict(ratio >= 1.5)}"
         )
 

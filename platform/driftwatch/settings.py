@@ -306,9 +306,8 @@ DRIFTWATCH_CHECK_FANOUT_ROWS = env_int("DRIFTWATCH_CHECK_FANOUT_ROWS", 0, low=0)
 DRIFTWATCH_CHECK_SLICE_ROWS = env_int("DRIFTWATCH_CHECK_SLICE_ROWS", 2_000_000, low=1)
 # Where checks read a window's samples from: a name in monitoring.samples' registry ("columnar":
 # Arrow parts in the default storage under samples/, with PredictionSample as their narrow index,
-# and predictions are then written there too; "relational": the JSON rows of PredictionSample,
-# the store before the columnar one, whose rows `samples_to_columnar` moves into parts). An
-# unknown name fails the first load, naming the known.
+# where predictions are always written). An unknown name fails the first load, naming the known
+# ("relational", the JSON rows before the columnar store, is gone since migration monitoring 0031).
 DRIFTWATCH_SAMPLE_SOURCE = env_str("DRIFTWATCH_SAMPLE_SOURCE", "columnar")
 # The columnar store: a part file no committed part row names (its request failed) and a retired
 # part (replaced by compaction; a check may still be reading it) are deleted after this long.

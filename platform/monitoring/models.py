@@ -62,11 +62,12 @@ class PredictionSample(models.Model):
     sample_id = models.CharField(max_length=200)
     timestamp = models.DateTimeField(help_text="when the prediction was made")
     received_at = models.DateTimeField()
-    features = models.JSONField()
+    # The prediction stays beside the index: a label's known time and error follow from it when
+    # the label comes (monitoring.sequential), without reading the parts.
     prediction = models.JSONField()
-    probabilities = models.JSONField(null=True, blank=True)
-    # The columnar store (DRIFTWATCH_SAMPLE_SOURCE=columnar): the payload is row part_row of
-    # part's file, and features stay {} (this row is then the narrow index: id, time, version).
+    # The payload (features, prediction, probabilities) is row part_row of part's file: this row
+    # is the narrow index. A row without a part is a sample stored as JSON before the columnar
+    # store (an install past migration 0030 that has not run ``samples_to_columnar`` yet).
     # RESTRICT: a part goes only once no row points to it (compaction repoints them first).
     part = models.ForeignKey(
         SamplePart, null=True, blank=True, on_delete=models.RESTRICT, related_name="+", db_constraint=False

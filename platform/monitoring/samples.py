@@ -1,10 +1,10 @@
 """Where a window's samples come from: the ``SampleSource`` protocol and its registry.
 
 A source answers ``load(model=, window=, columns=)`` with the window's samples as columns
-(``SampleColumns``: name → 1-d array), the labels joined in. The relational source
-(``monitoring.window``: PredictionSample ⟕ GroundTruth in PostgreSQL or SQLite) is the first;
-another store (e.g. Parquet parts) registers itself with ``register_sample_source`` and is chosen
-by ``DRIFTWATCH_SAMPLE_SOURCE``, with no change to the checks or the drift engine (which takes
+(``SampleColumns``: name → 1-d array), the labels joined in. The built-in one is the columnar
+store's (``monitoring.store.source``: Arrow parts, labels from PostgreSQL or SQLite); another
+store registers itself with ``register_sample_source`` and is chosen by
+``DRIFTWATCH_SAMPLE_SOURCE``, with no change to the checks or the drift engine (which takes
 columnar arrays as they are).
 """
 
@@ -25,7 +25,7 @@ from registry.reference import LABEL
 from workers.drift.summary import ColumnCounts
 
 # The built-in sources' modules, imported on the first lookup (a fixed list, never a client's name).
-BUILTIN_MODULES = ("monitoring.window", "monitoring.store.source")
+BUILTIN_MODULES = ("monitoring.store.source",)
 
 
 @dataclass(frozen=True)
@@ -137,6 +137,13 @@ class SampleSource(Protocol):
 
 
 _SOURCES: dict[str, Callable[[], SampleSource]] = {}
+# Sources this release no longer has, with what to do instead.
+RETIRED_SOURCES = {
+    "relational": (
+        "; the relational store's JSON rows were retired (migration monitoring 0031): unset it, "
+        "and move samples still stored there with `python manage.py samples_to_columnar`"
+    ),
+}
 
 
 def register_sample_source(name: str, factory: Callable[[], SampleSource]) -> None:
@@ -151,8 +158,9 @@ def sample_source(name: str | None = None) -> SampleSource:
     chosen = name or settings.DRIFTWATCH_SAMPLE_SOURCE
     factory = _SOURCES.get(chosen)
     if factory is None:
+        gone = RETIRED_SOURCES.get(chosen, "")
         raise ImproperlyConfigured(
-            f"DRIFTWATCH_SAMPLE_SOURCE={chosen!r} is not a sample source (known: {sorted(_SOURCES)})"
+            f"DRIFTWATCH_SAMPLE_SOURCE={chosen!r} is not a sample source (known: {sorted(_SOURCES)}){gone}"
         )
     return factory()
 

@@ -23,7 +23,7 @@ BEAT_TASKS: BeatTasks = {
     "driftwatch: reap stuck checks": (queues.CHECKS_REAP_STUCK, 300),
     "driftwatch: refresh checks with late labels": (queues.CHECKS_REFRESH_LABELS, 600),
     "driftwatch: re-send messages the broker refused": (queues.OUTBOX_FLUSH, 30),
-    # The columnar store (a no-op with the relational one: no parts).
+    # The columnar store.
     "driftwatch: compact sample parts": (queues.PARTS_COMPACT, 600),
     "driftwatch: delete orphaned sample parts": (queues.PARTS_COLLECT, 3600),
     "driftwatch: drop payloads past retention": (queues.PAYLOADS_EXPIRE, 3600),

@@ -13,18 +13,15 @@ from django.utils import timezone
 from core.audit import Actor, audit_record
 from core.batch import RowList, Rows, RowSpans, chunked_rows, chunks
 from core.metrics import ingest_counted
-from monitoring.models import GroundTruth, MonitoringPolicy, PredictionSample
+from monitoring.models import GroundTruth, MonitoringPolicy
 from monitoring.pg import server_cursor
 from monitoring.policy import default_metric, policy_update
 from monitoring.sequential import NewLabel, Predicted, backlog_queue, backlog_refresh, label_predictions
 from monitoring.store.columns import columns_clean
-from monitoring.store.ingest import columns_store, samples_store, store_is_columnar
+from monitoring.store.ingest import columns_store, samples_store
 from monitoring.validation import CleanLabel, CleanSample, SampleCleaner, clean_label, require_list
 from registry.models import ModelVersion, RegisteredModel, VersionStatus
 from registry.schema import Collector, model_schema
-
-# SQLite caps bound variables per statement; keep IN (...) lists well under it.
-ID_CHUNK = 5000
 
 
 @dataclass(frozen=True)
@@ -57,15 +54,15 @@ def predictions_ingest(*, model: RegisteredModel, body: Any) -> IngestResult:
     version_ids = dict(ModelVersion.objects.filter(model=model).values_list("version", "pk"))
     now = timezone.now()
     cleaner = SampleCleaner.for_schema(model_schema(model), versions=set(version_ids), now=now)
-    if store_is_columnar() and (columns := columns_clean(rows, cleaner)) is not None:
+    if (columns := columns_clean(rows, cleaner)) is not None:
         versions: dict[int | None, int | None] = {v: pk for v, pk in version_ids.items()}
         versions[None] = _champion(model)
         inserted = columns_store(
             model=model, schema=cleaner.schema, chunks=columns, version_ids=versions, now=now
         )
         return IngestResult(accepted=inserted, duplicates=len(rows) - inserted)
-    # The row path: the relational store, and a request the columns' tests did not pass (it names
-    # every bad row and field, or stores a shape they leave to it).
+    # The row path: a request the columns' tests did not pass (it names every bad row and field,
+    # or stores a shape they leave to it).
     errors = Collector()
     first_row: dict[str, int] = {}
     kept = _KeptSamples(rows)
@@ -91,15 +88,7 @@ def predictions_ingest(*, model: RegisteredModel, body: Any) -> IngestResult:
             samples = [kept.rows.pop(i) if i in kept.rows else cleaned[i] for i in chunk]
             yield [(version_ids[s.version] if s.version is not None else champion, s) for s in samples]
 
-    if store_is_columnar():
-        inserted = samples_store(model=model, schema=cleaner.schema, chunks=records(), now=now)
-        return IngestResult(accepted=inserted, duplicates=len(rows) - inserted)
-    insert = _insert_samples_postgres if connection.vendor == "postgresql" else _insert_samples_generic
-    inserted = 0
-    with transaction.atomic():
-        # SQLite runs this transaction as IMMEDIATE (settings), so no writer slips in between.
-        for chunk_records in records():
-            inserted += insert(model, chunk_records, now)
+    inserted = samples_store(model=model, schema=cleaner.schema, chunks=records(), now=now)
     return IngestResult(accepted=inserted, duplicates=len(rows) - inserted)
 
 
@@ -155,74 +144,6 @@ def _valid(sample: CleanSample | None) -> CleanSample:
     if sample is None:
         raise AssertionError("a row valid in the first pass is invalid in the second")
     return sample
-
-
-_INSERT_SAMPLES_SQL = """
-INSERT INTO monitoring_predictionsample
-    (model_id, version_id, sample_id, timestamp, received_at, features, prediction, probabilities)
-SELECT %s, u.v, u.s, u.t, %s, u.f, u.p, u.pr
-FROM unnest(%b::bigint[], %b::text[], %b::timestamptz[], %b::text[]::jsonb[],
-             %b::text[]::jsonb[], %b::text[]::jsonb[])
-    AS u(v, s, t, f, p, pr)
-ON CONFLICT (model_id, sample_id) DO NOTHING
-"""
-
-
-def _dumps(value: Any) -> str:
-    return orjson.dumps(value).decode()
-
-
-def _insert_samples_postgres(
-    model: RegisteredModel, records: list[tuple[int | None, CleanSample]], now: datetime
-) -> int:
-    """One statement with array parameters; ON CONFLICT makes concurrent retries safe."""
-    params = (
-        model.pk,
-        now,
-        [v for v, _ in records],
-        [s.sample_id for _, s in records],
-        [s.timestamp for _, s in records],
-        [_dumps(s.features) for _, s in records],
-        [_dumps(s.prediction) for _, s in records],
-        [None if s.probabilities is None else _dumps(s.probabilities) for _, s in records],
-    )
-    with server_cursor() as cursor:
-        cursor.execute(_INSERT_SAMPLES_SQL, params)
-        return cursor.rowcount
-
-
-def _insert_samples_generic(
-    model: RegisteredModel, records: list[tuple[int | None, CleanSample]], now: datetime
-) -> int:
-    existing = _existing_sample_ids(model, [s.sample_id for _, s in records])
-    new = [
-        PredictionSample(
-            model=model,
-            version_id=v,
-            sample_id=s.sample_id,
-            timestamp=s.timestamp,
-            received_at=now,
-            features=s.features,
-            prediction=s.prediction,
-            probabilities=s.probabilities,
-        )
-        for v, s in records
-        if s.sample_id not in existing
-    ]
-    PredictionSample.objects.bulk_create(new, batch_size=500, ignore_conflicts=True)
-    return len(new)
-
-
-def _existing_sample_ids(model: RegisteredModel, ids: list[str]) -> set[str]:
-    found: set[str] = set()
-    for start in range(0, len(ids), ID_CHUNK):
-        chunk = ids[start : start + ID_CHUNK]
-        found.update(
-            PredictionSample.objects.filter(model=model, sample_id__in=chunk).values_list(
-                "sample_id", flat=True
-            )
-        )
-    return found
 
 
 @ingest_counted("labels", lambda r: (r.matched + r.pending, 0))

@@ -1,15 +1,10 @@
 """Loads one window of predictions, joined with their labels, as flat columns.
 
-``window_load`` asks the configured sample source (``monitoring.samples``). The relational one
-is here: one SQL query, feature values, predictions, probabilities and labels extracted from JSON
-in the database (->> on PostgreSQL, json_extract on SQLite), so no per-row JSON parsing happens
-in Python, each feature typed by its feature type. On PostgreSQL a vector feature (an embedding)
-is read in a COPY of its own, by row id, straight into Arrow's CSV reader (``_vectors_by_id``).
+``window_load`` asks the configured sample source (``monitoring.samples``; the columnar store's
+is ``monitoring.store.source``). The window's counts are answered here, on the sample index.
 """
 
-import io
-import logging
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -21,27 +16,17 @@ from django.db import connection
 from monitoring.models import MonitoringPolicy, WindowKind
 from monitoring.samples import (
     DeferredFeatures,
-    SampleColumns,
     WindowBounds,
-    register_sample_source,
     sample_source,
     source_load,
 )
 from registry.models import RegisteredModel
-from registry.reference import LABEL, PREDICTION, PROBA_PREFIX, WINDOW_COLUMNS
+from registry.reference import PROBA_PREFIX
 from registry.schema import model_schema
 from workers.drift.summary import ColumnCounts
 from workers.features import FeatureKind
-from workers.features.embedding import keyed_lists
-
-logger = logging.getLogger(__name__)
 
 Kinds = dict[str, FeatureKind[Any]]
-# The CSV reader's dtype for a type stored as Python objects: the text as it is.
-_CSV_DTYPES = {"object": "str"}
-# A vector COPY is handed to the parser in pieces of about this size: each is parsed while the
-# next arrives (20,000 x 768 is 340 MB of text).
-VECTOR_CHUNK_BYTES = 1 << 24
 
 
 @dataclass
@@ -110,38 +95,6 @@ class Window:
         return Window(self.frame[mask], self.start, self.end, deferred)
 
 
-def _json_text(column: str, key: str | None, params: list[Any]) -> str:
-    """SQL for a JSON value as text: the whole scalar (key None) or one object key."""
-    if connection.vendor == "postgresql":
-        if key is None:
-            return f"({column} #>> '{{}}')"
-        params.append(key)
-        return f"({column} ->> %s)"
-    path = "$" if key is None else '$."' + key.replace('"', '""') + '"'
-    params.append(path)
-    return f"json_extract({column}, %s)"
-
-
-def _select_list(
-    model: RegisteredModel, kinds: Kinds, params: list[Any], by_id: Collection[str] = ()
-) -> tuple[list[str], list[str]]:
-    """The window's columns and their SQL; a feature in ``by_id`` selects the sample's row id."""
-    names, sql = [], []
-    for name in kinds:
-        names.append(name)
-        sql.append("s.id" if name in by_id else _json_text("s.features", name, params))
-    names += [PREDICTION, LABEL]
-    sql += [_json_text("s.prediction", None, params), _json_text("g.label", None, params)]
-    for cls in model.classes:
-        names.append(PROBA_PREFIX + str(cls))
-        sql.append(_json_text("s.probabilities", str(cls), params))
-    names += list(WINDOW_COLUMNS)
-    # Label delay counts from when the truth became known: the client's label timestamp if it
-    # sent one (a backfill), else the label's arrival.
-    sql += ["s.sample_id", "s.version_id", "s.timestamp", "COALESCE(g.labelled_at, g.received_at)"]
-    return names, sql
-
-
 def window_load(
     *,
     model: RegisteredModel,
@@ -176,100 +129,6 @@ def window_load(
     return Window(frame, start, end, loaded.deferred, loaded.counts)
 
 
-class RelationalSampleSource:
-    """The first sample source: PredictionSample left-joined with GroundTruth, in one query
-    (its rows arrive whole, so nothing is deferred, and nothing is counted: it has no summaries)."""
-
-    def load(
-        self,
-        *,
-        model: RegisteredModel,
-        window: WindowBounds,
-        columns: Sequence[str] | None = None,
-        defer_above: int | None = None,
-        counted: bool = False,
-    ) -> SampleColumns:
-        kinds = _feature_kinds(model, columns)
-        frame = _frame_with_vectors(model, kinds, window) if _vector_dims(kinds) else None
-        if frame is None:
-            frame = _window_frame(model, kinds, window)
-        return SampleColumns({name: _array(frame[name]) for name in frame.columns})
-
-
-register_sample_source("relational", RelationalSampleSource)
-
-
-def _window_frame(
-    model: RegisteredModel, kinds: Kinds, window: WindowBounds, by_id: Collection[str] = ()
-) -> pd.DataFrame:
-    """The window in one query, typed; the ``by_id`` features' columns hold the row ids."""
-    params: list[Any] = []
-    names, select = _select_list(model, kinds, params, by_id)
-    sql = _window_sql(
-        model, ", ".join(select), params, window.start, window.end, window.last_n, window.labelled_only
-    )
-    dtypes = _csv_dtypes(model, kinds) | dict.fromkeys(by_id, "int64")
-    frame = _fetch_frame(sql, params, names, dtypes)
-    return _typed(frame, model, {name: kind for name, kind in kinds.items() if name not in by_id})
-
-
-def _vector_dims(kinds: Kinds) -> dict[str, int]:
-    """The vector features read by ``_vectors_by_id`` (on PostgreSQL), with their lengths."""
-    if connection.vendor != "postgresql":
-        return {}
-    return {name: dim for name, kind in kinds.items() if (dim := kind.vector_dim)}
-
-
-def _frame_with_vectors(model: RegisteredModel, kinds: Kinds, window: WindowBounds) -> pd.DataFrame | None:
-    """The window with its vector features read apart (their JSON text, 340 MB at 20,000 x 768,
-    was parsed twice: by the window's CSV reader, then as lists); None when one of them holds
-    an odd row or the rows changed between the two reads (the caller reads it all as JSON)."""
-    dims = _vector_dims(kinds)
-    frame = _window_frame(model, kinds, window, by_id=dims)
-    for name, dim in dims.items():
-        ids = frame[name].to_numpy(dtype="int64")
-        column = _vectors_by_id(name, dim, ids) if len(ids) else np.empty(0, dtype=object)
-        if column is None:
-            logger.info("window of model %s: %s read again as JSON (odd row or rows changed)", model.pk, name)
-            return None
-        frame[name] = column
-    return frame
-
-
-def _vectors_by_id(name: str, dim: int, ids: np.ndarray) -> np.ndarray | None:
-    """The feature's vectors for these sample rows, in their order (None where missing): the
-    stored JSON text after its row id, tab-separated (CSV never quotes a list of numbers then),
-    parsed by Arrow while the rest of the COPY arrives; None unless each is a list of ``dim``
-    finite numbers and every id was read."""
-    sql = "SELECT s.id, s.features ->> %s FROM monitoring_predictionsample s WHERE s.id = ANY(%s)"
-    copy = f"COPY ({sql}) TO STDOUT WITH (FORMAT csv, DELIMITER E'\\t')"
-    read = keyed_lists(_copy_chunks(copy, [name, ids.tolist()]), dim)
-    return None if read is None else read.in_order(ids)
-
-
-def _copy_chunks(copy: str, params: list[Any]) -> Iterator[bytes]:
-    """A COPY's output in pieces of whole lines, about ``VECTOR_CHUNK_BYTES`` each."""
-    blocks: list[bytes] = []
-    size = 0
-    for block in _copy_blocks(copy, params):
-        blocks.append(block)
-        size += len(block)
-        if size >= VECTOR_CHUNK_BYTES:
-            joined = b"".join(blocks)
-            cut = joined.rfind(b"\n") + 1
-            yield joined[:cut]
-            blocks, size = [joined[cut:]], len(joined) - cut
-    if size:
-        yield b"".join(blocks)
-
-
-def _copy_blocks(copy: str, params: list[Any]) -> Iterator[bytes]:
-    connection.ensure_connection()
-    with connection.connection.cursor() as cursor:
-        with cursor.copy(copy, params) as stream:
-            yield from stream
-
-
 def _feature_kinds(model: RegisteredModel, columns: Sequence[str] | None) -> Kinds:
     """The features to read with their types, bound to their options (an embedding's dim); an
     unknown type or feature name raises."""
@@ -278,11 +137,6 @@ def _feature_kinds(model: RegisteredModel, columns: Sequence[str] | None) -> Kin
     if unknown:
         raise ValueError(f"not features of {model.name!r}: {unknown}")
     return kinds if columns is None else {name: kinds[name] for name in columns}
-
-
-def _array(series: pd.Series) -> Any:
-    # numpy where it can hold the values (no copy); pandas' own array for aware datetimes.
-    return series.array if isinstance(series.dtype, pd.api.extensions.ExtensionDtype) else series.to_numpy()
 
 
 def _window_sql(
@@ -387,50 +241,6 @@ def _window_count(
 def _db_time(value: datetime) -> Any:
     """Raw SQL bypasses the ORM's conversion; SQLite stores naive UTC text that must match."""
     return connection.ops.adapt_datetimefield_value(value)
-
-
-def _csv_dtypes(model: RegisteredModel, kinds: Kinds) -> dict[str, str]:
-    """Parse numbers as float64 in the C parser: far cheaper than strings converted later; each
-    feature as its type's storage dtype."""
-    dtypes = {name: _CSV_DTYPES.get(kind.storage_dtype, kind.storage_dtype) for name, kind in kinds.items()}
-    floats = [PROBA_PREFIX + str(c) for c in model.classes]
-    if not model.is_classification:
-        floats += [PREDICTION, LABEL]
-    return dtypes | {name: "float64" for name in floats}
-
-
-def _fetch_frame(sql: str, params: list[Any], names: list[str], dtypes: dict[str, str]) -> pd.DataFrame:
-    if connection.vendor != "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            return pd.DataFrame.from_records(cursor.fetchall(), columns=names)
-    # COPY ... TO STDOUT + pandas' C CSV parser: ~5x faster than fetching 100,000 rows as tuples.
-    buffer = io.BytesIO()
-    for block in _copy_blocks(f"COPY ({sql}) TO STDOUT WITH (FORMAT csv)", params):
-        buffer.write(block)
-    buffer.seek(0)
-    if not buffer.getbuffer().nbytes:
-        return pd.DataFrame(columns=names)
-    # Only an empty unquoted field is NULL; "NA", "null" and friends stay category strings.
-    dtype = {name: dtypes.get(name, "str") for name in names}
-    return pd.read_csv(buffer, names=names, header=None, dtype=dtype, keep_default_na=False, na_values=[""])
-
-
-def _typed(frame: pd.DataFrame, model: RegisteredModel, kinds: Kinds) -> pd.DataFrame:
-    for name, kind in kinds.items():
-        frame[name] = kind.column(frame[name])
-    for cls in model.classes:
-        frame[PROBA_PREFIX + str(cls)] = pd.to_numeric(frame[PROBA_PREFIX + str(cls)], errors="coerce")
-    if model.is_classification:
-        lookup = {str(c): c for c in model.classes}
-        for col in (PREDICTION, LABEL):
-            frame[col] = frame[col].map(lambda v: None if v is None else lookup.get(str(v), v))
-    else:
-        for col in (PREDICTION, LABEL):
-            frame[col] = pd.to_numeric(frame[col], errors="coerce")
-    frame["timestamp"] = pd.to_datetime(frame["timestamp"], utc=True, format="ISO8601")
-    frame["label_received_at"] = pd.to_datetime(frame["label_received_at"], utc=True, format="ISO8601")
-    return frame
 
 
 def probability_matrix(frame: pd.DataFrame, classes: list[Any]) -> np.ndarray | None:

@@ -94,6 +94,14 @@ def celery_worker(transactional_db: None) -> Iterator[object]:
         yield worker
 
 
+def row_path_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Predictions requests validated row by row: the path a request takes when the column tests
+    (monitoring.store.columns) do not pass it, taken here by every request."""
+    from monitoring import services
+
+    monkeypatch.setattr(services, "columns_clean", lambda rows, cleaner: None)
+
+
 def stored_window(model: RegisteredModel) -> dict[str, Any]:
     """Every stored sample of ``model`` as the configured store hands them to a check (columns)."""
     return sample_source().load(model=model, window=WindowBounds(None, FUTURE)).arrays

@@ -24,9 +24,7 @@ from __future__ import annotations
 
 import json
 import math
-import re
-from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,8 +128,7 @@ def _is_null(value: Any) -> bool:
 
 
 def parsed_lists(texts: list[Any]) -> list[np.ndarray] | None:
-    """JSON list texts (a window's SQL extracts every stored vector as one: on SQLite, or on
-    PostgreSQL when ``keyed_lists`` found an odd row) parsed in one call:
+    """JSON list texts (a column of stored vectors as JSON text) parsed in one call:
     the brackets cut, the rows handed to Arrow's CSV reader as lines of float32 columns (its
     parser runs on every core; 2.0 s for 20,000 x 768 in bench/embedding_drift.py, where numpy's
     ``fromstring`` over the joined text took 9.2 s). The rows come back as views
@@ -181,112 +178,6 @@ def _finite_rows(columns: list[Any]) -> np.ndarray | None:
     for i, column in enumerate(columns):
         vectors[:, i] = column.to_numpy()
     return vectors if np.isfinite(vectors).all() else None
-
-
-@dataclass(frozen=True)
-class KeyedVectors:
-    """Vectors read with their rows' integer keys: ``vectors[i]`` is row ``keys[i]``'s; the
-    ``missing`` keys were read with no value."""
-
-    keys: np.ndarray  # (k,) int64
-    vectors: np.ndarray  # (k, dim) float32
-    missing: np.ndarray  # int64
-
-    def in_order(self, keys: np.ndarray) -> np.ndarray | None:
-        """An object array of the rows of ``keys``, in their order (None where missing), each a
-        view of one matrix; None when a key was not read at all."""
-        read = np.concatenate([self.keys, self.missing])
-        known, first = np.unique(read, return_index=True)  # a key read twice: its first row
-        at = np.minimum(np.searchsorted(known, keys), max(len(known) - 1, 0))
-        if len(keys) and (not len(known) or not np.array_equal(known[at], keys)):
-            return None
-        rows = first[at] if len(keys) else np.empty(0, dtype="int64")
-        present = np.flatnonzero(rows < len(self.keys))
-        ordered = self.vectors[rows[present]]
-        out = np.full(len(keys), None, dtype=object)
-        for i, vector in zip(present, ordered, strict=True):
-            out[i] = vector
-        return out
-
-
-_KEY_ONLY = re.compile(r"(\d+)\t")  # a key and an empty field: a row without a value
-
-
-def keyed_lists(chunks: Iterable[bytes], dim: int) -> KeyedVectors | None:
-    """Lines ``<integer key>\t<JSON list text>`` (``<key>\t`` alone: no value), such as
-    PostgreSQL's tab-separated CSV COPY of a row id and a stored vector, parsed by Arrow's CSV
-    reader like ``parsed_lists``. Each chunk (whole lines) is parsed on a worker thread while
-    the caller reads the next: Arrow releases the GIL, so a database's output and this parse
-    overlap. None unless every value is a list of ``dim`` finite numbers (the caller then reads
-    the values some slower way that tells each row apart)."""
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        pending = [pool.submit(_keyed_chunk, chunk, dim) for chunk in chunks]
-        parts = [future.result() for future in pending]
-    if any(part is None for part in parts):
-        return None
-    read = [part for part in parts if part is not None]
-    return KeyedVectors(
-        np.concatenate([np.empty(0, "int64"), *(part.keys for part in read)]),
-        np.vstack([np.empty((0, dim), "float32"), *(part.vectors for part in read)]),
-        np.concatenate([np.empty(0, "int64"), *(part.missing for part in read)]),
-    )
-
-
-def _keyed_chunk(body: bytes, dim: int) -> KeyedVectors | None:
-    import pyarrow as pa
-
-    short: list[str] = []  # rows of fewer fields: a key alone, or a list of another length
-
-    def skip(row: Any) -> str:
-        short.append(row.text)
-        return "skip"
-
-    edges = [pa.string()] if dim == 1 else [pa.string(), *[pa.float32()] * (dim - 2), pa.string()]
-    try:
-        return _keyed_table(_csv_rows(body, edges, skip), dim, short)
-    except (pa.ArrowException, ValueError):  # no tab, a key or a token that is not a number
-        return None
-
-
-def _keyed_table(table: Any, dim: int, short: list[str]) -> KeyedVectors | None:
-    """The parsed chunk: its first field "<key>\t[<number>", its last "<number>]"."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    matches = [_KEY_ONLY.fullmatch(text) for text in short]
-    if not all(matches):
-        return None
-    missing = [int(m[1]) for m in matches if m]
-    head = pc.split_pattern(table.column(0), "\t", max_splits=1)
-    keys, first = pc.list_element(head, 0), pc.list_element(head, 1)
-    if dim == 1:  # a key alone has one field, as a vector does: told apart by its empty value
-        alone = pc.equal(first, "")
-        missing += pc.cast(keys.filter(alone), pa.int64()).to_pylist()
-        keys, first = keys.filter(pc.invert(alone)), first.filter(pc.invert(alone))
-    ends = _unbracketed(first, first if dim == 1 else table.column(dim - 1), dim)
-    vectors = _finite_rows([ends[0], *table.columns[1 : dim - 1], *ends[1:]])
-    if vectors is None:
-        return None
-    present = pc.cast(keys, pa.int64()).to_numpy()
-    return KeyedVectors(np.asarray(present, "int64"), vectors, np.asarray(missing, "int64"))
-
-
-def _unbracketed(first: Any, last: Any, dim: int) -> list[Any]:
-    """The first and last numbers as float32 columns, from "[<number>" and "<number>]" (dim 1:
-    the one number, from "[<number>]"); ValueError when a bracket is not where it belongs."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    if not pc.all(pc.starts_with(first, "["), min_count=0).as_py():
-        raise ValueError("a value does not open with [")
-    if not pc.all(pc.ends_with(last, "]"), min_count=0).as_py():
-        raise ValueError("a value does not close with ]")
-    if dim == 1:
-        texts = [pc.utf8_slice_codeunits(first, 1, -1)]
-    else:
-        texts = [pc.utf8_slice_codeunits(first, 1), pc.utf8_slice_codeunits(last, 0, -1)]
-    # the CSV reader allows blanks around a number (jsonb writes "1, 2"), a cast does not
-    return [pc.cast(pc.utf8_trim_whitespace(text), pa.float32()) for text in texts]
 
 
 def matrix(values: pd.Series, dim: int | None = None) -> np.ndarray:
@@ -594,8 +485,8 @@ class Embedding(FeatureKind[EmbeddingSummary]):
 
     # -- storage
     def column(self, values: pd.Series) -> pd.Series:
-        """Stored lists, arrays, or the JSON text a window's SQL extracts (parsed as JSON; a
-        missing value comes back from it as None or NaN and stays None)."""
+        """Stored lists, arrays, or JSON list texts (a reference file's; parsed as JSON, a missing
+        value, None or NaN, stays None)."""
         items = values.tolist()
         present = [i for i, v in enumerate(items) if not _is_null(v)]
         fast = parsed_lists([items[i] for i in present])

@@ -1,8 +1,9 @@
-"""The columnar sample store (``DRIFTWATCH_SAMPLE_SOURCE=columnar``).
+"""The columnar sample store, where every prediction is written (checks read it through the
+``columnar`` sample source, ``DRIFTWATCH_SAMPLE_SOURCE``'s default).
 
 A predictions request writes its payloads as Arrow IPC parts, one per model and hour
 (``parts``), through the default Django storage, and in the request's one transaction the narrow
-index rows (PredictionSample with ``part``/``part_row``, features left ``{}``) with ON CONFLICT DO
+index rows (PredictionSample with ``part``/``part_row``; no payload) with ON CONFLICT DO
 NOTHING (``ingest``). Checks read only parts that committed, masked to the rows an index row
 points to, projected to the columns asked for and pruned by hour (``source``). A part whose request
 failed has no SamplePart row and is deleted after a grace (``collect``); an hour's parts are merged

@@ -17,7 +17,6 @@ import orjson
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-from django.conf import settings
 from django.core.files.storage import default_storage
 from django.db import connection, transaction
 
@@ -168,8 +167,8 @@ def part_settle(part: SamplePart, indexed: int) -> None:
 
 _INSERT_INDEX_SQL = """
 INSERT INTO monitoring_predictionsample
-    (model_id, version_id, sample_id, timestamp, received_at, features, prediction, part_id, part_row)
-SELECT %s, u.v, u.s, u.t, %s, '{}'::jsonb, u.p, u.pa, u.r
+    (model_id, version_id, sample_id, timestamp, received_at, prediction, part_id, part_row)
+SELECT %s, u.v, u.s, u.t, %s, u.p, u.pa, u.r
 FROM unnest(%b::bigint[], %b::text[], %b::timestamptz[], %b::text[]::jsonb[], %b::bigint[],
             %b::integer[]) AS u(v, s, t, p, pa, r)
 ON CONFLICT (model_id, sample_id) DO NOTHING
@@ -177,7 +176,7 @@ RETURNING part_id
 """
 _COPY_INDEX_SQL = """
 COPY monitoring_predictionsample
-    (model_id, version_id, sample_id, timestamp, received_at, features, prediction, part_id, part_row)
+    (model_id, version_id, sample_id, timestamp, received_at, prediction, part_id, part_row)
 FROM STDIN (FORMAT BINARY)
 """
 INSERT_CHUNK = 1000  # rows a statement when some id may be stored already
@@ -238,7 +237,6 @@ def _index_copy_rows(model: RegisteredModel, index: _Index, at: slice, now: date
             pgcopy.texts(table.column("sample_id")),
             pgcopy.timestamps(table.column("timestamp")),
             pgcopy.constant(received.to_bytes(8, "big", signed=True), n),
-            pgcopy.constant(pgcopy.JSONB_VERSION + b"{}", n),
             pgcopy.texts(pa.array(index.predictions[at], pa.string()), pgcopy.JSONB_VERSION),
             pgcopy.integers(index.parts[at], ">i8"),
             pgcopy.integers(index.rows[at], ">i4"),
@@ -294,13 +292,7 @@ def _index_row(
         sample_id=sample_id,
         timestamp=ts,
         received_at=now,
-        features={},
         prediction=orjson.loads(prediction),
         part_id=part,
         part_row=row,
     )
-
-
-def store_is_columnar() -> bool:
-    """Predictions go to the columnar store when checks read from it (one setting for both)."""
-    return bool(settings.DRIFTWATCH_SAMPLE_SOURCE == "columnar")

@@ -1,9 +1,13 @@
-"""Moving samples stored as JSON rows (the relational store) into the columnar store.
+"""Moving samples stored as JSON rows (the store before the columnar one) into the columnar store.
+
+An install upgraded from before the columnar store holds them as index rows without a part, their
+payload in the ``features`` and ``probabilities`` JSON columns. Migration 0030 keeps those columns
+(nullable); 0031 drops them, and refuses while any such row is left. In between, this reads
+them in SQL (the model no longer has the fields).
 
 Resumable: each batch of rows is written as parts, read back and compared, then its rows are
-repointed (features emptied) in one transaction that only takes rows still without a part; a
-kill leaves either a moved batch or orphan files (``collect`` deletes them) and unmoved rows the
-next run takes. The JSON column itself is dropped only by a later migration.
+repointed in one transaction that only takes rows still without a part; a kill leaves either a
+moved batch or orphan files (``collect`` deletes them) and unmoved rows the next run takes.
 """
 
 import hashlib
@@ -12,6 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
 import pyarrow as pa
 from django.db import connection, transaction
 from django.utils import timezone
@@ -54,20 +59,64 @@ def samples_move(*, model: RegisteredModel, batch: int = BATCH, now: datetime | 
         moved += n
 
 
+LEGACY_COLUMNS = {"features", "probabilities"}
+# Rows read a statement (SQLite caps bound variables).
+PAYLOAD_IDS = 5000
+_PAYLOADS_SQL = "SELECT id, features, probabilities FROM monitoring_predictionsample WHERE id IN ({})"
+
+
+class NoPayload(Exception):
+    """Index rows without a part, and no JSON payload columns to move them from."""
+
+
+def legacy_columns() -> bool:
+    """Whether the index table still has the JSON payload columns (before migration 0031)."""
+    with connection.cursor() as cursor:
+        described = connection.introspection.get_table_description(cursor, PredictionSample._meta.db_table)
+    return LEGACY_COLUMNS <= {column.name for column in described}
+
+
+def _payloads(ids: list[int]) -> dict[int, tuple[Any, Any]]:
+    """The rows' features and probabilities, decoded from their JSON columns."""
+    found: dict[int, tuple[Any, Any]] = {}
+    with connection.cursor() as cursor:
+        for start in range(0, len(ids), PAYLOAD_IDS):
+            chunk = ids[start : start + PAYLOAD_IDS]
+            cursor.execute(_PAYLOADS_SQL.format(", ".join(["%s"] * len(chunk))), chunk)
+            found.update((row_id, (_json(f), _json(p))) for row_id, f, p in cursor.fetchall())
+    return found
+
+
+def _json(value: Any) -> Any:
+    """A JSON column's value as the cursor hands it: text to decode (data only, never evaluated),
+    or already decoded."""
+    return orjson.loads(value) if isinstance(value, str | bytes) else value
+
+
 def _move_batch(model: RegisteredModel, batch: int, now: datetime) -> int:
     rows = list(
         PredictionSample.objects.filter(model=model, part__isnull=True)
         .order_by("sample_id")
-        .values("id", "sample_id", "timestamp", "features", "prediction", "probabilities", "version_id")[
-            :batch
-        ]
+        .values("id", "sample_id", "timestamp", "prediction", "version_id")[:batch]
     )
     if not rows:
         return 0
+    if not legacy_columns():
+        raise NoPayload(
+            f"model {model.name!r} has index rows without a part, and the JSON payload columns are gone"
+        )
+    payloads = _payloads([r["id"] for r in rows])
     schema = model_schema(model)
     arrow = part_schema(schema)
     samples = [
-        CleanSample(r["sample_id"], r["timestamp"], r["features"], r["prediction"], r["probabilities"], None)
+        CleanSample(
+            r["sample_id"],
+            r["timestamp"],
+            payloads[r["id"]][0] or {},
+            r["prediction"],
+            payloads[r["id"]][1],
+            None,
+        )
         for r in rows
     ]
     table = pa.Table.from_batches([samples_batch(schema, arrow, samples, [r["version_id"] for r in rows])])
@@ -84,7 +133,7 @@ def _move_batch(model: RegisteredModel, batch: int, now: datetime) -> int:
 
 
 _REPOINT_SQL = """
-UPDATE monitoring_predictionsample s SET part_id = u.p, part_row = u.r, features = '{}', probabilities = NULL
+UPDATE monitoring_predictionsample s SET part_id = u.p, part_row = u.r
 FROM unnest(%s::bigint[], %s::bigint[], %s::integer[]) AS u(id, p, r)
 WHERE s.id = u.id AND s.part_id IS NULL
 RETURNING s.part_id
@@ -92,7 +141,8 @@ RETURNING s.part_id
 
 
 def _repoint(rows: list[Any], parts: list[int], part_rows: list[int]) -> Counter[int]:
-    """Point each row (still without a part) at its part's row and empty its JSON payload."""
+    """Point each row (still without a part) at its part's row (its JSON payload goes with the
+    columns, at migration 0031)."""
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute(_REPOINT_SQL, [[r["id"] for r in rows], parts, part_rows])
@@ -100,7 +150,7 @@ def _repoint(rows: list[Any], parts: list[int], part_rows: list[int]) -> Counter
     counts: Counter[int] = Counter()
     for row, part, part_row in zip(rows, parts, part_rows, strict=True):
         updated = PredictionSample.objects.filter(pk=row["id"], part__isnull=True).update(
-            part_id=part, part_row=part_row, features={}, probabilities=None
+            part_id=part, part_row=part_row
         )
         counts[part] += updated
     return counts

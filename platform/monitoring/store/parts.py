@@ -3,8 +3,8 @@
 Columns: sample_id, timestamp (UTC, µs), version_id (int64, null: none), prediction (text for
 classes, float64 for regression), one float64 ``proba:<class>`` per class, and one
 ``feature:<name>`` per feature typed by its feature type: float64 numbers, fixed-size float32
-lists for embeddings (null where missing), text for categories, texts and any other type (JSON text of a non-string
-value, what the relational source's SQL hands that type's ``column`` too).
+lists for embeddings (null where missing), text for categories, texts and any other type (JSON
+text of a non-string value, which that type's ``column`` reads back).
 """
 
 import uuid

@@ -2,11 +2,12 @@
 ``payload_retention_days`` are dropped by a beat task; the index rows (id, time, version,
 prediction), labels, checks and summaries stay.
 
-Columnar store: a live part whose hour is wholly before the cutoff is rewritten with its feature
-columns null (same rows, same schema: predictions, probabilities and the index rows' part_row
-stay valid) and swapped in like a compaction, in one transaction (``payload_dropped``); the old
-file is retired and ``collect`` deletes it after the grace (a check may be reading it).
-Relational store: the old rows' features JSON is blanked to {}.
+A live part whose hour is wholly before the cutoff is rewritten with its feature columns null
+(same rows, same schema: predictions, probabilities and the index rows' part_row stay valid) and
+swapped in like a compaction, in one transaction (``payload_dropped``); the old file is retired
+and ``collect`` deletes it after the grace (a check may be reading it). Samples still stored as
+JSON rows (an upgraded install before ``samples_to_columnar``) are left to that command; their
+parts are then dropped like any other.
 
 A check whose window reaches before the cutoff runs only what needs no raw features and says so
 (``retention_note``); over whole summarised hours, that includes the categorical features' drift
@@ -85,32 +86,24 @@ def part_payload_drop(part: SamplePart, now: datetime) -> bool:
     return True
 
 
-def _model_expire(model_id: int, cutoff: datetime, now: datetime) -> tuple[int, int]:
-    """(parts rewritten, relational rows blanked) of one model."""
+def _model_expire(model_id: int, cutoff: datetime, now: datetime) -> int:
+    """Parts rewritten of one model."""
     # A part's hour is wholly before the cutoff: bucket + 1 h <= cutoff.
     old = SamplePart.objects.filter(
         model_id=model_id, retired_at__isnull=True, payload_dropped=False, bucket__lte=hour_of(cutoff) - HOUR
     )
-    parts = sum(part_payload_drop(part, now) for part in old)
-    blanked = (
-        PredictionSample.objects.filter(model_id=model_id, timestamp__lt=cutoff, part__isnull=True)
-        .exclude(features={})
-        .update(features={})
-    )
-    return parts, blanked
+    return sum(part_payload_drop(part, now) for part in old)
 
 
 def payloads_expire(*, now: datetime | None = None) -> int:
-    """Drop every model's payloads past its retention → parts rewritten + rows blanked."""
+    """Drop every model's payloads past its retention → parts rewritten."""
     now = now or timezone.now()
     done = 0
     for policy in MonitoringPolicy.objects.filter(payload_retention_days__gt=0):
         cutoff = retention_cutoff(policy, now=now)
         assert cutoff is not None
-        parts, blanked = _model_expire(policy.model_id, cutoff, now)
-        if parts or blanked:
-            logger.info(
-                "retention: model=%s before=%s parts=%s rows=%s", policy.model_id, cutoff, parts, blanked
-            )
-        done += parts + blanked
+        parts = _model_expire(policy.model_id, cutoff, now)
+        if parts:
+            logger.info("retention: model=%s before=%s parts=%s", policy.model_id, cutoff, parts)
+        done += parts
     return done

@@ -8,7 +8,7 @@ from GroundTruth by their predictions' timestamps and are placed by sample id. E
 back as row views of one (n, dim) float32 matrix, numbers as float64 arrays, text as object
 arrays.
 
-Index rows without a part (samples stored while the relational store was on) are not read
+Index rows without a part (samples stored as JSON rows before the columnar store) are not read
 here: a window that holds any is refused (``UnmovedSamples``) until ``samples_to_columnar``
 moves them, rather than checked on part of its samples.
 """
@@ -53,8 +53,8 @@ WHERE p.indexed < p.rows
 
 
 class UnmovedSamples(Exception):
-    """The window holds samples still in the relational store (no part): a check on the rest
-    would be a check on part of the window."""
+    """The window holds samples still stored as JSON rows (an index row without a part): a
+    check on the rest would be a check on part of the window."""
 
 
 def unmoved_refuse(model: RegisteredModel, start: datetime | None, end: datetime) -> None:
@@ -62,9 +62,9 @@ def unmoved_refuse(model: RegisteredModel, start: datetime | None, end: datetime
     index ``sample_unmoved`` answers this without touching the moved rows)."""
     if _unmoved(model, start, end):
         raise UnmovedSamples(
-            f"model {model.name!r} has samples in this window still in the relational store: "
-            "run `python manage.py samples_to_columnar` to move them into parts "
-            "(or set DRIFTWATCH_SAMPLE_SOURCE=relational to keep reading them there)"
+            f"model {model.name!r} has samples in this window still stored as JSON rows (an "
+            "install upgraded from before the columnar store): run `python manage.py "
+            "samples_to_columnar` to move them into parts, then `python manage.py migrate`"
         )
 
 
@@ -119,7 +119,7 @@ def window_rows_bounds(
     """(at least, at most) the samples a range window holds, from its hours' live parts' indexed
     rows (one aggregate over the parts, not a count of the index rows: 0.75 s at 10M): the hours
     wholly inside it, and every hour it touches. None when an index row of the window has no
-    part (the relational store's: the parts do not hold them all)."""
+    part (a JSON row not moved yet: the parts do not hold them all)."""
     if _unmoved(model, start, end):
         return None
     parts = SamplePart.objects.filter(model=model, retired_at__isnull=True, bucket__lt=end)
@@ -422,7 +422,7 @@ def _class_codes(values: Any, classes: list[Any]) -> np.ndarray:
 
 
 def _class_values(codes: np.ndarray, classes: list[Any]) -> np.ndarray:
-    """Codes → the model's class values, typed as the relational source's map infers them
+    """Codes → the model's class values, typed as a map of the values onto the classes infers them
     (int64 when every value is an int class; float64 when ints meet a missing one; else object
     with None for a missing or unknown value): inferred on one value of each kind present,
     which is what pandas infers for the whole column."""
@@ -621,8 +621,8 @@ def _empty(model: RegisteredModel, kinds: Kinds) -> dict[str, Any]:
 
 
 def _newest_order(arrays: dict[str, Any], window: WindowBounds) -> np.ndarray:
-    """The rows of the last_n newest (of the labelled, with labelled_only), newest first like the
-    relational source; rows read in part and row order break ties on the timestamp."""
+    """The rows of the last_n newest (of the labelled, with labelled_only), newest first; rows
+    read in part and row order break ties on the timestamp."""
     times = np.asarray(arrays["timestamp"].asi8)
     keep = np.arange(len(times))
     if window.labelled_only:

@@ -4,13 +4,16 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
+import orjson
+from django.db import connection
 
 from monitoring.checks import check_compute
-from monitoring.models import BacklogBatch, DetectorBacklog, GroundTruth, MonitoringPolicy
+from monitoring.models import BacklogBatch, DetectorBacklog, GroundTruth, MonitoringPolicy, PredictionSample
 from monitoring.reference import reference_state
 from monitoring.segments import segments_compute
 from monitoring.sequential import batch_entries
 from monitoring.services import labels_ingest, predictions_ingest
+from monitoring.store.migrate import legacy_columns
 from monitoring.window import Window
 from registry.models import RegisteredModel
 from registry.services import model_register, reference_upload
@@ -91,6 +94,59 @@ def send(
             model=model,
             body={"labels": [{"id": f"{prefix}{i}", "label": r["label"]} for i, r in enumerate(data)]},
         )
+
+
+def json_rows_send(
+    model: RegisteredModel,
+    data: list[dict[str, Any]],
+    *,
+    start: datetime,
+    prefix: str,
+    step: timedelta = timedelta(seconds=1),
+) -> None:
+    """``send``, but stored as an install from before the columnar store holds them: index rows
+    without a part, their payload in the JSON columns that migration 0030 keeps and 0031 drops
+    (added back here, inside the test's transaction), labelled."""
+    json_columns_add()
+    PredictionSample.objects.bulk_create(
+        PredictionSample(
+            model=model,
+            sample_id=f"{prefix}{i}",
+            timestamp=start + i * step,
+            received_at=start,
+            prediction=r["prediction"],
+        )
+        for i, r in enumerate(data)
+    )
+    json = "%s::jsonb" if connection.vendor == "postgresql" else "%s"
+    with connection.cursor() as cursor:
+        cursor.executemany(
+            f"UPDATE monitoring_predictionsample SET features = {json}, probabilities = {json} "
+            "WHERE model_id = %s AND sample_id = %s",
+            [
+                (
+                    orjson.dumps(r["features"]).decode(),
+                    orjson.dumps(r["probabilities"]).decode(),
+                    model.pk,
+                    f"{prefix}{i}",
+                )
+                for i, r in enumerate(data)
+            ],
+        )
+    labels_ingest(
+        model=model,
+        body={"labels": [{"id": f"{prefix}{i}", "label": r["label"]} for i, r in enumerate(data)]},
+    )
+
+
+def json_columns_add() -> None:
+    """The index table's JSON payload columns, as migration 0030 leaves them (nullable)."""
+    if legacy_columns():
+        return
+    kind = "jsonb" if connection.vendor == "postgresql" else "text"
+    with connection.cursor() as cursor:
+        for name in ("features", "probabilities"):
+            cursor.execute(f"ALTER TABLE monitoring_predictionsample ADD COLUMN {name} {kind} NULL")
 
 
 def unfed(model: RegisteredModel) -> list[str]:

@@ -16,7 +16,7 @@ from monitoring.store.source import window_rows_bounds
 from monitoring.window import WindowSpec, parse_window_spec, range_window, window_sample_count
 from registry.models import RegisteredModel
 from tests.clock import T0
-from tests.platform.monitoring.factories import monitored_model, rows, send
+from tests.platform.monitoring.factories import json_rows_send, monitored_model, rows, send
 
 pytestmark = pytest.mark.django_db
 HOUR = timedelta(hours=1)
@@ -53,11 +53,9 @@ def test_a_range_is_sized_by_its_hours_parts_and_counted_only_when_they_do_not_s
     assert _counted(model, parse_window_spec("401samples", T0 + 2 * HOUR), 400, settings) == (True, True)
 
 
-def test_a_window_holding_samples_of_the_relational_store_is_counted(columnar: Path, settings: Any) -> None:
-    settings.DRIFTWATCH_SAMPLE_SOURCE = "relational"
+def test_a_window_holding_samples_stored_as_json_rows_is_counted(columnar: Path, settings: Any) -> None:
     model = monitored_model("sea", reference_rows=100)
-    send(model, rows(120, seed=2), start=T0, prefix="old")  # no part
-    settings.DRIFTWATCH_SAMPLE_SOURCE = "columnar"
+    json_rows_send(model, rows(120, seed=2), start=T0, prefix="old")  # no part
     send(model, rows(30, seed=3), start=T0 + HOUR, prefix="new")
     window = range_window(T0, T0 + 2 * HOUR)
     assert window_rows_bounds(model, window.start, window.end) is None

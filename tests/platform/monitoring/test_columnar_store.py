@@ -1,6 +1,7 @@
-"""The columnar store (DRIFTWATCH_SAMPLE_SOURCE=columnar) against the real database: the same
-window as the relational store, each sample once, retries idempotent, a failed request's part
-collected, hours pruned, only the columns asked for, embeddings as float32 rows, compaction."""
+"""The columnar store (DRIFTWATCH_SAMPLE_SOURCE=columnar) against the real database: a window of
+the samples sent, each once, retries idempotent, a failed request's part collected, hours
+pruned, only the columns asked for, embeddings as float32 rows, compaction, and the move of an
+older install's JSON rows into parts (the command, then the migration that drops their columns)."""
 
 import importlib
 import io
@@ -18,28 +19,23 @@ from django.db import DataError, connection, models, transaction
 
 from monitoring.checks import quality_check_run
 from monitoring.models import CheckState, GroundTruth, PredictionSample, QualityCheck, SamplePart
-from monitoring.samples import WindowBounds, sample_source
+from monitoring.samples import WindowBounds
 from monitoring.services import labels_ingest, predictions_ingest
 from monitoring.store import source as columnar_source
 from monitoring.store.collect import parts_collect
 from monitoring.store.compaction import labels_meet_predictions, parts_compact_due
+from monitoring.store.migrate import legacy_columns
 from monitoring.store.source import ColumnarSampleSource, UnmovedSamples, window_parts
 from monitoring.window import range_window
 from registry.models import RegisteredModel
 from registry.reference import LABEL, PREDICTION, PROBA_PREFIX
 from registry.services import model_register
 from tests.clock import T0
-from tests.platform.monitoring.factories import monitored_model, rows, send
+from tests.platform.monitoring.factories import json_rows_send, monitored_model, rows, send
 from workers.features.registry import feature_type
 
 pytestmark = pytest.mark.django_db
 HOUR = timedelta(hours=1)
-
-
-def PG() -> bool:  # noqa: N802
-    """Types compare only on PostgreSQL: on SQLite the relational source's labels come back as
-    float64 with NaN (json_extract hands it numbers), the columnar one's as the classes."""
-    return connection.vendor == "postgresql"
 
 
 def _files(root: Path) -> list[Path]:
@@ -56,35 +52,57 @@ def _sorted(arrays: dict[str, Any]) -> pd.DataFrame:
     return frame.assign(sample_id=frame["sample_id"].astype(object))
 
 
+def _sent(data: list[dict[str, Any]], prefix: str, step: timedelta, labelled: bool) -> pd.DataFrame:
+    """What ``send`` sends, as the window's columns should hold it."""
+    return pd.DataFrame(
+        {
+            "sample_id": [f"{prefix}{i}" for i in range(len(data))],
+            "timestamp": pd.DatetimeIndex([T0 + i * step for i in range(len(data))]),
+            **{name: [r["features"][name] for r in data] for name in ("x1", "x2", "segment")},
+            PREDICTION: [r["prediction"] for r in data],
+            LABEL: [r["label"] if labelled else np.nan for r in data],
+            **{PROBA_PREFIX + c: [r["probabilities"][c] for r in data] for c in ("0", "1")},
+        }
+    )
+
+
 @pytest.mark.parametrize(
     "bounds",
     [
         {"start": T0, "end": T0 + 3 * HOUR},
         {"start": T0 + timedelta(minutes=30), "end": T0 + HOUR + timedelta(minutes=10)},
         {"start": None, "end": T0 + 3 * HOUR, "last_n": 150},
-        {"start": None, "end": T0 + 3 * HOUR, "last_n": 90, "labelled_only": True},
+        {"start": None, "end": T0 + HOUR, "last_n": 90, "labelled_only": True},
     ],
 )
-def test_a_columnar_window_equals_the_relational_one(
-    columnar: Path, settings: Any, bounds: dict[str, Any]
-) -> None:
-    data = rows(300, seed=4)
-    relational, col = monitored_model("rel", reference_rows=100), monitored_model("col", reference_rows=100)
-    for model, source in ((relational, "relational"), (col, "columnar")):
-        settings.DRIFTWATCH_SAMPLE_SOURCE = source
-        send(model, data[:200], start=T0, prefix="a", step=timedelta(seconds=30))  # 100 min: 2 hours
-        send(model, data[200:], start=T0, prefix="b", labelled=False, step=timedelta(seconds=41))
+def test_a_window_holds_the_samples_sent_within_its_bounds(columnar: Path, bounds: dict[str, Any]) -> None:
+    """Labelled samples every 30 s and unlabelled ones every 41 s over two hours: the window's
+    rows are those its bounds take (a time range; the newest N, of the labelled with
+    labelled_only), with the values sent and a label receipt time where a label came."""
+    data, model = rows(300, seed=4), monitored_model("col", reference_rows=100)
+    send(model, data[:200], start=T0, prefix="a", step=timedelta(seconds=30))  # 100 min: 2 hours
+    send(model, data[200:], start=T0, prefix="b", labelled=False, step=timedelta(seconds=41))
+    sent = pd.concat(
+        [
+            _sent(data[:200], "a", timedelta(seconds=30), True),
+            _sent(data[200:], "b", timedelta(seconds=41), False),
+        ]
+    )
     window = WindowBounds(**bounds)
-    want = _sorted(sample_source("relational").load(model=relational, window=window).arrays)
-    got = _sorted(sample_source("columnar").load(model=col, window=window).arrays)
-    assert len(got) > 0 and SamplePart.objects.filter(model=col).count() >= 2
-    assert list(got.columns) == list(want.columns)
-    # The two models' labels arrived moments apart: their receipt times differ, not which have one.
-    differ = ["version_id", "label_received_at"]
-    pd.testing.assert_frame_equal(got.drop(columns=differ), want.drop(columns=differ), check_dtype=PG())
-    assert got["version_id"].isna().all() and want["version_id"].isna().all()
-    assert (got["label_received_at"].isna() == want["label_received_at"].isna()).all()
-    assert str(got["label_received_at"].dtype) == str(want["label_received_at"].dtype)
+    want = sent[sent["timestamp"] < window.end]
+    if window.start is not None:
+        want = want[want["timestamp"] >= window.start]
+    if window.labelled_only:
+        want = want[want[LABEL].notna()]
+    if window.last_n is not None:
+        want = want.sort_values("timestamp").tail(window.last_n)
+    got = _sorted(_load(model, **bounds))
+    assert len(got) == len(want) > 0 and SamplePart.objects.filter(model=model).count() >= 2
+    pd.testing.assert_frame_equal(
+        got[list(want.columns)], _sorted(want.to_dict("list")), check_dtype=False, check_index_type=False
+    )
+    assert got["version_id"].isna().all()
+    assert (got["label_received_at"].notna() == got[LABEL].notna()).all()
 
 
 def test_a_retried_request_counts_duplicates_and_keeps_no_second_part(
@@ -231,41 +249,39 @@ def test_compaction_merges_an_hours_parts_into_one_and_the_window_is_unchanged(
     assert PROBA_PREFIX + "1" in before.columns
 
 
-def test_the_migration_command_moves_json_rows_into_parts_verified_and_resumable(
-    columnar: Path, settings: Any
-) -> None:
-    settings.DRIFTWATCH_SAMPLE_SOURCE = "relational"
-    model = monitored_model("sea", reference_rows=100)
-    send(model, rows(250, seed=2), start=T0, prefix="a", step=timedelta(seconds=20))  # 2 hours
-    window = WindowBounds(T0, T0 + 3 * HOUR)
-    before = _sorted(sample_source("relational").load(model=model, window=window).arrays)
-    settings.DRIFTWATCH_SAMPLE_SOURCE = "columnar"
+def test_the_migration_command_moves_json_rows_into_parts_verified_and_resumable(columnar: Path) -> None:
+    """An install from before the columnar store: its samples as JSON rows (no part). Moved in
+    batches, verified, they read as the same samples sent to the columnar store do; a second run
+    has nothing to move."""
+    data = rows(250, seed=2)
+    old, direct = monitored_model("sea", reference_rows=100), monitored_model("direct", reference_rows=100)
+    json_rows_send(old, data, start=T0, prefix="a", step=timedelta(seconds=20))  # 2 hours
+    send(direct, data, start=T0, prefix="a", step=timedelta(seconds=20))
     out = io.StringIO()
     call_command("samples_to_columnar", "--batch", "100", stdout=out)
     assert "sea: moved 250; index 250, in parts 250, left 0" in out.getvalue() and "ok" in out.getvalue()
+    assert "direct: moved 0; index 250, in parts 250, left 0" in out.getvalue()
     assert not PredictionSample.objects.filter(part__isnull=True).exists()
-    assert PredictionSample.objects.filter(features={}).count() == 250
-    after = _sorted(sample_source("columnar").load(model=model, window=window).arrays)
-    # version_id: text from the relational source's CSV, float from the parts (checks read both
-    # through pd.to_numeric); everything else equal, label receipt times included.
+    assert SamplePart.objects.filter(model=old).count() == 5  # 3 batches over 2 hours
+    moved, want = _sorted(_load(old, T0, T0 + 3 * HOUR)), _sorted(_load(direct, T0, T0 + 3 * HOUR))
+    # The two models' labels arrived moments apart: their receipt times differ, not which have one.
     pd.testing.assert_frame_equal(
-        after.drop(columns="version_id"), before.drop(columns="version_id"), check_dtype=PG()
+        moved.drop(columns="label_received_at"), want.drop(columns="label_received_at")
     )
+    assert (moved["label_received_at"].notna() == want["label_received_at"].notna()).all()
     out = io.StringIO()
     call_command("samples_to_columnar", stdout=out)  # a second run has nothing left to move
     assert "sea: moved 0; index 250" in out.getvalue()
 
 
 def test_an_upgraded_install_refuses_a_window_holding_unmoved_samples_until_they_are_moved(
-    columnar: Path, settings: Any
+    columnar: Path,
 ) -> None:
-    """Samples stored while the relational store was the default have no part: a columnar check
-    over a window holding any fails naming the command (never a check on part of the window);
-    windows without any run, and after the command the same window runs on every sample."""
-    settings.DRIFTWATCH_SAMPLE_SOURCE = "relational"
+    """Samples stored as JSON rows before the columnar store have no part: a check over a window
+    holding any fails naming the command (never a check on part of the window); windows without
+    any run, and after the command the same window runs on every sample."""
     model = monitored_model("sea", reference_rows=100)
-    send(model, rows(120, seed=2), start=T0, prefix="old", step=timedelta(seconds=20))
-    settings.DRIFTWATCH_SAMPLE_SOURCE = "columnar"
+    json_rows_send(model, rows(120, seed=2), start=T0, prefix="old", step=timedelta(seconds=20))
     send(model, rows(90, seed=3), start=T0 + 2 * HOUR, prefix="new", step=timedelta(seconds=20))
     both, new_only = range_window(T0, T0 + 3 * HOUR), range_window(T0 + 2 * HOUR, T0 + 3 * HOUR)
     with pytest.raises(UnmovedSamples, match="samples_to_columnar"):
@@ -282,6 +298,41 @@ def test_an_upgraded_install_refuses_a_window_holding_unmoved_samples_until_they
     assert len(_load(model, None, T0 + 3 * HOUR, last_n=150)["sample_id"]) == 150
     QualityCheck.objects.filter(pk=failed.pk).delete()
     assert QualityCheck.objects.get(pk=quality_check_run(model_id=model.pk, window=both).pk).n_samples == 210
+
+
+def test_the_migration_command_says_so_when_rows_without_a_part_have_no_json_left(columnar: Path) -> None:
+    """Past migration 0031 there is nothing to move a row without a part from: an error naming
+    the model, nothing written."""
+    model = monitored_model("sea", reference_rows=100)
+    PredictionSample.objects.create(model=model, sample_id="odd", timestamp=T0, received_at=T0, prediction=1)
+    with pytest.raises(CommandError, match="'sea' has index rows without a part"):
+        call_command("samples_to_columnar", stdout=io.StringIO())
+    assert not SamplePart.objects.exists() and not _files(columnar)
+
+
+DROPPED = [("monitoring", "0031_sample_payload_drop")]
+NULLABLE = [("monitoring", "0030_sample_payload_nullable")]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_json_columns_are_dropped_only_once_every_sample_is_moved(columnar: Path, migrate: Any) -> None:
+    """Migration 0031 refuses, dropping nothing, while a sample is stored only as a JSON row, and
+    names the command; moved, the columns go and the samples read as before."""
+    model = monitored_model("sea", reference_rows=100)
+    send(model, rows(40, seed=3), start=T0 + HOUR, prefix="new")  # columnar: has its part
+    migrate(NULLABLE)
+    json_rows_send(model, rows(30, seed=2), start=T0, prefix="old")
+    with pytest.raises(Exception, match=r"sea: 30\).*samples_to_columnar") as refused:
+        migrate(DROPPED)
+    assert type(refused.value).__name__ == "SamplesNotMoved"
+    assert legacy_columns() and PredictionSample.objects.filter(part__isnull=True).count() == 30
+    call_command("samples_to_columnar", stdout=io.StringIO())
+    migrate(DROPPED)
+    assert not legacy_columns()
+    window = _load(model, T0, T0 + 2 * HOUR)
+    assert sorted(window["sample_id"]) == sorted(
+        [f"old{i}" for i in range(30)] + [f"new{i}" for i in range(40)]
+    )
 
 
 def test_the_migration_command_refuses_an_unknown_model(columnar: Path) -> None:
@@ -570,7 +621,7 @@ def test_labels_of_ids_in_many_scripts_land_on_their_own_samples_read_whole_or_i
         return {k: v for k, v in zip(window["sample_id"], window[LABEL], strict=True) if pd.notna(v)}
 
     assert placed() == labels
-    if PG():
+    if connection.vendor == "postgresql":
         apart, shares = columnar_source._labels_apart, []
         monkeypatch.setattr(columnar_source, "CONCURRENT_LABELS_ROWS", 1)
         monkeypatch.setattr(

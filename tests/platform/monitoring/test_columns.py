@@ -357,7 +357,6 @@ def test_index_rows_are_the_same_copied_or_inserted_on_conflict(settings: Any, t
                 s.timestamp,
                 s.version_id == versions[model.pk].pk,
                 s.prediction,
-                s.features,
                 s.received_at is not None,
                 s.part.bucket,
                 s.part_row,
@@ -370,7 +369,7 @@ def test_index_rows_are_the_same_copied_or_inserted_on_conflict(settings: Any, t
     assert again == [r for r in index(seen) if r[0] != ids[0]]
     assert [r[0] for r in got] == sorted(ids)
     by_id = {s["id"]: s for s in samples}
-    for sample_id, ts, _, prediction, features, *_ in got:
+    for sample_id, ts, _, prediction, *_ in got:
         assert ts == datetime.fromisoformat(by_id[sample_id]["timestamp"])
-        assert prediction == by_id[sample_id]["prediction"] and features == {}
-    assert {r[6] for r in got} == {at(), at(hours=1)}
+        assert prediction == by_id[sample_id]["prediction"]
+    assert {r[5] for r in got} == {at(), at(hours=1)}

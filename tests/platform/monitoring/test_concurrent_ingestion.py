@@ -65,13 +65,12 @@ def model(transactional_db: None) -> RegisteredModel:
     return make_model()
 
 
-@pytest.mark.parametrize("source", ["relational", "columnar"])
 def test_overlapping_prediction_batches_in_parallel_all_succeed_and_store_each_id_once(
-    model: RegisteredModel, settings: Any, tmp_path: Path, source: str
+    model: RegisteredModel, settings: Any, tmp_path: Path
 ) -> None:
     """The columnar store copies a request's index rows while none of its ids is stored, and
     inserts them ON CONFLICT DO NOTHING once one is (here: nearly every request)."""
-    settings.MEDIA_ROOT, settings.DRIFTWATCH_SAMPLE_SOURCE = str(tmp_path), source
+    settings.MEDIA_ROOT = str(tmp_path)
     accepted: list[int] = []
 
     def work(rng: random.Random) -> None:
@@ -83,9 +82,9 @@ def test_overlapping_prediction_batches_in_parallel_all_succeed_and_store_each_i
     stored = PredictionSample.objects.filter(model=model).count()
     assert stored == sum(accepted)
     assert stored == len(set(PredictionSample.objects.filter(model=model).values_list("sample_id")))
-    if source == "columnar":  # each part counts the index rows that point to it
-        pointing = Counter(PredictionSample.objects.filter(model=model).values_list("part_id", flat=True))
-        assert dict(SamplePart.objects.filter(model=model).values_list("pk", "indexed")) == pointing
+    # each part counts the index rows that point to it
+    pointing = Counter(PredictionSample.objects.filter(model=model).values_list("part_id", flat=True))
+    assert dict(SamplePart.objects.filter(model=model).values_list("pk", "indexed")) == pointing
 
 
 def test_overlapping_label_batches_in_parallel_all_succeed_and_store_each_id_once(

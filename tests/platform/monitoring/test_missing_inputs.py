@@ -1,6 +1,6 @@
 """Embedding and text features registered with ``"missing": "allow"``: the option validated at
-registration, null or absent values stored as missing in either store (null rows in the Arrow
-parts), malformed values still refused, drift on the present rows (evidently as the oracle) and
+registration, null or absent values stored as missing through either validation path (null rows
+in the Arrow parts), malformed values still refused, drift on the present rows (evidently as the oracle) and
 the missing share reported in the check's data-quality section and on the model page."""
 
 from collections.abc import Callable, Iterator
@@ -23,6 +23,7 @@ from monitoring.store.compaction import parts_compact_due
 from monitoring.store.parts import FEATURE, part_read
 from registry.models import ReferenceDataset, RegisteredModel
 from tests.clock import at, iso
+from tests.platform.conftest import row_path_only
 
 NAME = "tickets"
 DIM = 4
@@ -35,10 +36,14 @@ FEATURES = [
 MODEL = {"name": NAME, "task": "classification", "classes": [0, 1], "features": FEATURES}
 
 
-@pytest.fixture(params=["relational", "columnar"])
-def store(request: pytest.FixtureRequest, settings: Any, tmp_path: Path) -> Iterator[str]:
+@pytest.fixture(params=["columns", "rows"])
+def store(
+    request: pytest.FixtureRequest, settings: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[str]:
+    """Requests validated a column at a time, or row by row."""
     settings.MEDIA_ROOT = str(tmp_path)
-    settings.DRIFTWATCH_SAMPLE_SOURCE = request.param
+    if request.param == "rows":
+        row_path_only(monkeypatch)
     yield request.param
 
 
@@ -120,7 +125,7 @@ def _by_id(arrays: dict[str, Any]) -> pd.DataFrame:
 
 
 @pytest.mark.django_db
-def test_null_and_absent_values_are_stored_as_missing_in_either_store(
+def test_null_and_absent_values_are_stored_as_missing_through_either_path(
     client_for: Callable[[str], APIClient], store: str
 ) -> None:
     api = client_for("ingest")
@@ -134,24 +139,17 @@ def test_null_and_absent_values_are_stored_as_missing_in_either_store(
     response = _post(api, samples)
     assert response.status_code == 200, response.json()
     assert response.json() == {"accepted": 8, "duplicates": 0}
-    loaded = _by_id(sample_source(store).load(model=model, window=WindowBounds(at(), at(hours=1))).arrays)
+    loaded = _by_id(sample_source().load(model=model, window=WindowBounds(at(), at(hours=1))).arrays)
     assert [v is None for v in loaded["emb"]] == [i in (2, 5) for i in range(8)]
     assert [v is None for v in loaded["review"]] == [i in (3, 6) for i in range(8)]
     for i in (0, 1, 3, 4, 6, 7):
         expected = np.asarray(rows[i]["features"]["emb"], dtype="float32")
         assert loaded["emb"].iloc[i].dtype == np.float32 and np.array_equal(loaded["emb"].iloc[i], expected)
     assert loaded["review"].iloc[0] == rows[0]["features"]["review"]
-    if store == "columnar":
-        (part,) = SamplePart.objects.filter(model=model)
-        table = part_read(part.name)
-        assert table.column(FEATURE + "emb").type == pa.list_(pa.float32(), DIM)
-        assert (table.column(FEATURE + "emb").null_count, table.column(FEATURE + "review").null_count) == (
-            2,
-            2,
-        )
-    else:
-        stored = {s.sample_id: s.features for s in PredictionSample.objects.filter(model=model)}
-        assert stored["s2"]["emb"] is None and stored["s5"]["emb"] is None and stored["s6"]["review"] is None
+    (part,) = SamplePart.objects.filter(model=model)
+    table = part_read(part.name)
+    assert table.column(FEATURE + "emb").type == pa.list_(pa.float32(), DIM)
+    assert (table.column(FEATURE + "emb").null_count, table.column(FEATURE + "review").null_count) == (2, 2)
 
 
 @pytest.mark.parametrize(
@@ -291,7 +289,7 @@ def test_a_check_tests_the_present_rows_and_reports_the_missing_share(
     assert quality["broken_feed"] is True and quality["reasons"] == ["emb: 30.0% missing (> 20%)"]
     # the window's present vectors in the order the check read them (the classifier's split
     # depends on it)
-    window = sample_source(store).load(model=model, window=WindowBounds(at(), at(hours=1))).arrays
+    window = sample_source().load(model=model, window=WindowBounds(at(), at(hours=1))).arrays
     current = np.vstack([v for v in window["emb"] if v is not None])
     reference = np.array([r["features"]["emb"] for r in _rows(400, seed=1)], dtype="float32")
     expected_score, expected_drift = _evidently_model(reference, current)

@@ -10,16 +10,20 @@ from monitoring.models import GroundTruth, PredictionSample, SamplePart
 from registry.models import RegisteredModel
 from registry.reference import PREDICTION, PROBA_PREFIX
 from tests.clock import FUTURE, at, iso
-from tests.platform.conftest import make_model, make_sample, stored_features, stored_window
+from tests.platform.conftest import make_model, make_sample, row_path_only, stored_features, stored_window
 
 URL = "/api/v1/models/churn/predictions"
 
 
-@pytest.fixture(params=["relational", "columnar"])
-def store(request: pytest.FixtureRequest, settings: Any, tmp_path: Path) -> str:
-    """Either sample store: the columnar one validates a request a column at a time
-    (monitoring.store.columns) and must answer and store as the row path does."""
-    settings.MEDIA_ROOT, settings.DRIFTWATCH_SAMPLE_SOURCE = str(tmp_path), request.param
+@pytest.fixture(params=["columns", "rows"])
+def store(
+    request: pytest.FixtureRequest, settings: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> str:
+    """Either validation path: a request validated a column at a time (monitoring.store.columns)
+    must answer and store as the row path does."""
+    settings.MEDIA_ROOT = str(tmp_path)
+    if request.param == "rows":
+        row_path_only(monkeypatch)
     return str(request.param)
 
 
@@ -84,15 +88,21 @@ def test_a_large_batch_of_10000_samples_is_accepted(
 
 @pytest.mark.parametrize("kept_bytes", [0, 5_000, 10**9])
 def test_a_batch_is_stored_the_same_whether_its_rows_are_kept_from_the_first_pass_or_cleaned_again(
-    ingest: APIClient, churn: RegisteredModel, monkeypatch: pytest.MonkeyPatch, kept_bytes: int, settings: Any
+    ingest: APIClient,
+    churn: RegisteredModel,
+    monkeypatch: pytest.MonkeyPatch,
+    kept_bytes: int,
+    settings: Any,
+    tmp_path: Path,
 ) -> None:
     """The first pass keeps cleaned rows up to a memory budget and the second cleans the rest
     again: none, some (5,000 bytes: the first few rows), or all kept, the same rows are stored
-    with the same values, a repeated id once. (The row path: the columnar store takes it only for
-    a request its column tests do not pass.)"""
+    with the same values, a repeated id once. (The row path: taken only by a request the column
+    tests do not pass; turned on here for every request.)"""
     from monitoring import services
 
-    settings.DRIFTWATCH_SAMPLE_SOURCE = "relational"
+    settings.MEDIA_ROOT = str(tmp_path)
+    row_path_only(monkeypatch)
 
     monkeypatch.setattr(services, "KEEP_BYTES", kept_bytes)
     monkeypatch.setattr(services, "KEEP_BODY_TIMES", 10**6)  # the byte budget alone decides here
@@ -101,8 +111,9 @@ def test_a_batch_is_stored_the_same_whether_its_rows_are_kept_from_the_first_pas
     ]
     response = post(ingest, batch + [make_sample(7, features={"age": 99.0, "income": 1.0, "city": "x"})])
     assert response.json() == {"accepted": 40, "duplicates": 1}
-    stored = {s.sample_id: s.features for s in PredictionSample.objects.filter(model=churn)}
-    assert stored == {f"s{i}": {"age": i + 0.5, "income": 2.0 * i, "city": f"c{i % 3}"} for i in range(40)}
+    assert stored_features(churn) == {
+        f"s{i}": {"age": i + 0.5, "income": 2.0 * i, "city": f"c{i % 3}"} for i in range(40)
+    }
 
 
 BAD_INPUTS = [

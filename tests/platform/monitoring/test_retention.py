@@ -1,7 +1,8 @@
 """Retention of raw payloads (policy.payload_retention_days) against the real database: the beat
-task blanks old features (relational) or retires whole old parts (columnar), keeping index rows,
-labels and checks; a check over a window past retention says what it ran and skipped."""
+task retires whole old parts for copies without their features, keeping index rows, labels and
+checks; a check over a window past retention says what it ran and skipped."""
 
+import io
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -9,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from django.core.management import call_command
 from rest_framework.test import APIClient
 
 from monitoring.checks import quality_check_run
@@ -22,16 +24,11 @@ from registry.models import RegisteredModel
 from registry.reference import LABEL, PREDICTION
 from tests.clock import NOW, T0, at
 from tests.platform.conftest import stored_features
-from tests.platform.monitoring.factories import monitored_model, rows, send
+from tests.platform.monitoring.factories import json_rows_send, monitored_model, rows, send
 
 pytestmark = pytest.mark.django_db
 OLD = T0  # at least 2 days 16 hours before now: past a 2-day retention
 FRESH = at(hours=-3, base=NOW)
-
-
-@pytest.fixture
-def relational(settings: Any) -> None:
-    settings.DRIFTWATCH_SAMPLE_SOURCE = "relational"
 
 
 def _model(days: int | None) -> RegisteredModel:
@@ -41,24 +38,25 @@ def _model(days: int | None) -> RegisteredModel:
     return model
 
 
-def test_relational_features_past_retention_are_blanked_and_the_rest_kept(relational: None) -> None:
-    model = _model(2)
-    assert payloads_expire() == 250
-    old = PredictionSample.objects.filter(model=model, sample_id__startswith="old")
-    new = PredictionSample.objects.filter(model=model, sample_id__startswith="new")
-    assert old.count() == 250 and all(s.features == {} for s in old)
-    assert all(s.prediction in (0, 1) for s in old)  # prediction and timestamps stay
-    assert all(set(s.features) == {"x1", "x2", "segment"} for s in new)
+def test_json_rows_past_retention_are_left_to_the_move_and_dropped_once_moved(columnar: Path) -> None:
+    """An upgraded install's samples still stored as JSON rows: the task leaves them to
+    ``samples_to_columnar`` (their columns go with migration 0031); once moved into parts, the
+    next run drops the old ones' features like any part's."""
+    model = monitored_model("sea", reference_rows=300, payload_retention_days=2)
+    json_rows_send(model, rows(250, seed=2), start=OLD, prefix="old")
+    send(model, rows(250, seed=3), start=FRESH, prefix="new")
+    assert payloads_expire() == 0
+    call_command("samples_to_columnar", stdout=io.StringIO())
+    old_parts = SamplePart.objects.filter(model=model, bucket__lt=FRESH - timedelta(days=1)).count()
+    assert old_parts and payloads_expire() == old_parts
+    stored = stored_features(model)
+    assert all(v is None for k, values in stored.items() if k.startswith("old") for v in values.values())
+    assert all(None not in values.values() for k, values in stored.items() if k.startswith("new"))
     assert GroundTruth.objects.filter(model=model).count() == 500
-    assert payloads_expire() == 0  # nothing left to drop
 
 
-@pytest.mark.parametrize("store", ["relational", "columnar"])
 @pytest.mark.parametrize("days", [None, 0])
-def test_no_retention_keeps_every_payload(
-    days: int | None, store: str, settings: Any, tmp_path: Path
-) -> None:
-    settings.MEDIA_ROOT, settings.DRIFTWATCH_SAMPLE_SOURCE = str(tmp_path), store
+def test_no_retention_keeps_every_payload(days: int | None, columnar: Path) -> None:
     model = _model(days)
     assert payloads_expire() == 0
     stored = stored_features(model)
@@ -90,11 +88,7 @@ def test_columnar_parts_past_retention_lose_their_features_and_old_files_are_col
         assert sorted(map(str, after[name])) == sorted(map(str, before[name]))
 
 
-@pytest.mark.parametrize("store", ["relational", "columnar"])
-def test_a_check_past_retention_runs_only_what_needs_no_raw_features(
-    settings: Any, tmp_path: Path, store: str
-) -> None:
-    settings.MEDIA_ROOT, settings.DRIFTWATCH_SAMPLE_SOURCE = str(tmp_path), store
+def test_a_check_past_retention_runs_only_what_needs_no_raw_features(columnar: Path) -> None:
     model = _model(2)
     payloads_expire()
     check = QualityCheck.objects.get(

@@ -1,9 +1,11 @@
 """Windows come from the configured sample source: a source registered here (columns held in
-memory, no PredictionSample row at all) feeds a whole check; the relational one reads only
-the features asked for; an unknown source is a configuration error."""
+memory, no PredictionSample row at all) feeds a whole check; the columnar one reads only the
+features asked for; an unknown source is a configuration error, and the retired relational one
+says what to do instead."""
 
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -16,10 +18,11 @@ from django.utils import timezone
 from monitoring.checks import quality_check_run
 from monitoring.models import CheckState, PredictionSample
 from monitoring.samples import SampleColumns, WindowBounds, register_sample_source, sample_source
-from monitoring.window import RelationalSampleSource, range_window, window_load
+from monitoring.store.source import ColumnarSampleSource
+from monitoring.window import range_window, window_load
 from registry.models import RegisteredModel
 from registry.reference import LABEL, PREDICTION, PROBA_PREFIX
-from tests.platform.monitoring.factories import monitored_model, rows, send
+from tests.platform.monitoring.factories import monitored_model, rows
 
 pytestmark = pytest.mark.django_db
 
@@ -87,26 +90,19 @@ def test_window_load_masks_the_source_to_its_range(memory: type[MemorySource]) -
     assert str(window.frame["timestamp"].dtype) == "datetime64[ns, UTC]"
 
 
-def test_the_relational_source_reads_only_the_features_asked_for() -> None:
-    model = monitored_model("sea", reference_rows=200)
-    start = _hour() - timedelta(hours=1)
-    send(model, rows(50, seed=2), start=start, prefix="a")
-    loaded = RelationalSampleSource().load(
-        model=model, window=WindowBounds(start, start + timedelta(hours=1)), columns=["x1"]
-    )
-    assert len(loaded) == 50 and "x1" in loaded.arrays
-    assert "x2" not in loaded.arrays and "segment" not in loaded.arrays
-    assert loaded.arrays["x1"].dtype == np.float64
-    assert sum(v is not None for v in loaded.labels) == 50
-
-
-def test_asking_the_relational_source_for_an_unknown_feature_is_an_error() -> None:
+def test_asking_the_columnar_source_for_an_unknown_feature_is_an_error(columnar: Path) -> None:
     model = monitored_model("sea", reference_rows=200)
     with pytest.raises(ValueError, match="not features of 'sea'"):
-        RelationalSampleSource().load(model=model, window=WindowBounds(None, _hour()), columns=["nope"])
+        ColumnarSampleSource().load(model=model, window=WindowBounds(None, _hour()), columns=["nope"])
 
 
 def test_an_unknown_sample_source_is_a_configuration_error() -> None:
     with override_settings(DRIFTWATCH_SAMPLE_SOURCE="parquet-someday"):
         with pytest.raises(ImproperlyConfigured, match="parquet-someday"):
+            sample_source()
+
+
+def test_the_retired_relational_source_names_the_command_and_the_migration() -> None:
+    with override_settings(DRIFTWATCH_SAMPLE_SOURCE="relational"):
+        with pytest.raises(ImproperlyConfigured, match="0031.*samples_to_columnar"):
             sample_source()

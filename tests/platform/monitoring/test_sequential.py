@@ -5,14 +5,12 @@ import itertools
 import pickle
 import threading
 import time
-from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
 
 import numpy as np
 import pytest
 from django.db import connection, transaction
-from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 from river.drift import ADWIN
 
@@ -55,7 +53,7 @@ def fed_order(model, known_by=LATER):  # type: ignore[no-untyped-def]
 def predict(model, sample_id, *, at_time, prediction=1):  # type: ignore[no-untyped-def]
     """One prediction made at `at_time`, received when the wall clock reads now."""
     PredictionSample.objects.create(model=model, sample_id=sample_id, timestamp=at_time,
-                                    received_at=timezone.now(), features={}, prediction=prediction)  # fmt: skip
+                                    received_at=timezone.now(), prediction=prediction)  # fmt: skip
 
 
 def label(model, sample_id, value=1, stamped=None):  # type: ignore[no-untyped-def]
@@ -435,21 +433,6 @@ def test_a_check_that_fails_after_feeding_feeds_nothing_and_its_rerun_feeds_each
     assert SequentialDetector.objects.get(model=model).fed == 400
     assert unfed(model) == []
     assert feed(model, known_by=timezone.now()).fed == 0, "nothing is fed twice"
-
-
-@pytest.fixture
-def migrate() -> Iterator[Callable[[list[tuple[str, str]]], Any]]:
-    """migrate(target) → the models as they were at that migration; the schema is back at the
-    latest after the test, whatever it asserted."""
-
-    def to(target: list[tuple[str, str]]) -> Any:
-        executor = MigrationExecutor(connection)
-        executor.migrate(target)
-        return executor.loader.project_state(target).apps
-
-    yield to
-    executor = MigrationExecutor(connection)
-    executor.migrate(executor.loader.graph.leaf_nodes())
 
 
 BEFORE_BACKLOG = [("monitoring", "0021_check_model_window_end")]

@@ -18,7 +18,6 @@ from workers.features.embedding import (
     N_PERMUTATIONS,
     Embedding,
     classifier_mw_score,
-    keyed_lists,
     mean_perm_score,
     min_p,
     model_score,
@@ -271,55 +270,3 @@ def test_the_one_call_parse_returns_each_row_as_float32() -> None:
     assert parsed is not None and len(parsed) == 300
     assert all(row.dtype == np.float32 and row.shape == (7,) for row in parsed)
     assert np.array_equal(np.vstack(parsed), vectors)
-
-
-def _keyed(keys: list[int], vectors: list[Any]) -> bytes:
-    """Lines as PostgreSQL's tab-separated CSV COPY writes (id, jsonb vector text): null empty."""
-    texts = ["" if v is None else json.dumps([float(x) for x in v]) for v in vectors]
-    return b"".join(f"{key}\t{text}\n".encode() for key, text in zip(keys, texts, strict=True))
-
-
-def test_keyed_lines_come_back_bit_identical_in_the_order_asked_with_missing_rows_in_place() -> None:
-    rng = np.random.default_rng(37)
-    vectors = rng.normal(size=(9, DIM)).astype("float32")
-    vectors[0, :4] = [np.float32(1e-45), np.float32(-0.0), np.float32(3.4e38), np.float32(0.1)]
-    values: list[Any] = list(vectors)
-    values[4] = None
-    keys = [70 + 3 * i for i in range(9)]
-    chunks = [_keyed(keys[:5], values[:5]), _keyed(keys[5:], values[5:])]  # two chunks
-    read = keyed_lists(chunks, DIM)
-    assert read is not None
-    asked = np.array(keys[::-1], dtype="int64")
-    rows = read.in_order(asked)
-    assert rows is not None and rows[4] is None
-    for got, want in zip(rows[::-1], values, strict=True):
-        if want is not None:
-            assert got.dtype == np.float32 and np.array_equal(got.view("uint32"), want.view("uint32"))
-    assert read.in_order(np.array([keys[0], 999], dtype="int64")) is None  # a key never read
-
-
-def test_a_one_number_vector_and_a_missing_one_are_told_apart() -> None:
-    read = keyed_lists([b"5\t[0.25]\n6\t\n"], 1)
-    assert read is not None
-    rows = read.in_order(np.array([6, 5], dtype="int64"))
-    assert rows is not None and rows[0] is None and rows[1].tolist() == [0.25]
-
-
-@pytest.mark.parametrize(
-    "body",
-    [
-        b"1\t[1, 2, 3]\n2\t[1, 2]\n",  # a list of another length
-        b"1\t[1, 2, 3]\n2\t[1, 2, 3, 4]\n",
-        b"1\t[1, x, 3]\n",
-        b"1\t[1, null, 3]\n",
-        b"1\t[1, 2, 1e400]\n",  # overflows float32
-        b"1\t[[1], [2], [3]]\n",
-        b"1\t(1, 2, 3)\n",
-        b'1\t"[1, 2, 3]"\n',  # quoted by the COPY: a string holding a tab or a quote
-        b'1\t""\n',  # an empty string
-        b"[1, 2, 3]\n",  # no key
-        b"a\t[1, 2, 3]\n",
-    ],
-)
-def test_keyed_lines_hand_anything_unusual_back_to_the_caller(body: bytes) -> None:
-    assert keyed_lists([b"7\t[4, 5, 6]\n", body], 3) is None

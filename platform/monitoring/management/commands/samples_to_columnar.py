@@ -3,14 +3,15 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from monitoring.store.migrate import BATCH, samples_move, store_counts
+from monitoring.store.migrate import BATCH, NoPayload, samples_move, store_counts
 from registry.models import RegisteredModel
 
 
 class Command(BaseCommand):
     help = (
-        "Move samples stored as JSON rows into the columnar store (resumable: run it again after "
-        "a kill), then verify each model's counts and sample-id checksum."
+        "Move samples stored as JSON rows (an install from before the columnar store) into the "
+        "columnar store (resumable: run it again after a kill), then verify each model's counts "
+        "and sample-id checksum; `migrate` then drops the JSON columns (monitoring 0031)."
     )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
@@ -26,7 +27,10 @@ class Command(BaseCommand):
                 raise CommandError(f"no model named {missing}")
         failed = []
         for model in models:
-            moved = samples_move(model=model, batch=options["batch"])
+            try:
+                moved = samples_move(model=model, batch=options["batch"])
+            except NoPayload as error:
+                raise CommandError(str(error)) from None
             counts = store_counts(model=model)
             ok = counts.consistent and counts.unmoved == 0
             self.stdout.write(
