@@ -48,6 +48,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _pg import bench_database_url, copy_samples_seconds, django_on  # noqa: E402
+from _proc import with_peak  # noqa: E402
 
 BATCH = 10_000
 N_FEATURES = 20
@@ -398,37 +399,10 @@ def _peak_child(url: str, model_id: int, start: datetime, end: datetime) -> tupl
     from registry.models import RegisteredModel
 
     reference_state(model=RegisteredModel.objects.get(pk=model_id))  # a worker's cache, warm
-    before, peak, _, _ = _with_peak(
+    before, peak, _, _ = with_peak(
         lambda: quality_check_run(model_id=model_id, window=range_window(start, end))
     )
     return before, peak
-
-
-def _with_peak(run: Any) -> tuple[int, int, float, Any]:
-    """``run()`` while a thread samples this process's anonymous resident memory every 10 ms →
-    (KiB before it, KiB at its peak, its seconds, what it returned)."""
-    import threading
-
-    from _proc import status_kib
-
-    before = peak = status_kib("RssAnon")
-    done = threading.Event()
-
-    def sample() -> None:
-        nonlocal peak
-        while not done.wait(0.01):
-            peak = max(peak, status_kib("RssAnon"))
-
-    sampler = threading.Thread(target=sample)
-    sampler.start()
-    t = time.perf_counter()
-    try:
-        found = run()
-    finally:
-        seconds = time.perf_counter() - t
-        done.set()
-        sampler.join()
-    return before, max(peak, status_kib("RssAnon")), seconds, found
 
 
 def _copy_rate(n: int) -> float:
@@ -748,7 +722,7 @@ def _dle_child(
         checks.DLE_BLOCK_ROWS = 1 << 62  # every window's inputs read whole, as before
     QualityCheck.objects.filter(model_id=model_id).delete()
     reference_state(model=RegisteredModel.objects.get(pk=model_id))  # a worker's cache, warm
-    before, peak, seconds, check = _with_peak(
+    before, peak, seconds, check = with_peak(
         lambda: checks.quality_check_run(model_id=model_id, window=range_window(start, end))
     )
     assert check is not None and check.state == "done", check and (check.state, check.error)

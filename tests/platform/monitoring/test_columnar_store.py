@@ -24,7 +24,7 @@ from monitoring.services import labels_ingest, predictions_ingest
 from monitoring.store import source as columnar_source
 from monitoring.store.collect import parts_collect
 from monitoring.store.compaction import labels_meet_predictions, parts_compact_due
-from monitoring.store.migrate import legacy_columns
+from monitoring.store.migrate import legacy_columns, store_counts
 from monitoring.store.source import ColumnarSampleSource, UnmovedSamples, window_parts
 from monitoring.window import range_window
 from registry.models import RegisteredModel
@@ -262,7 +262,12 @@ def test_the_migration_command_moves_json_rows_into_parts_verified_and_resumable
     assert "sea: moved 250; index 250, in parts 250, left 0" in out.getvalue() and "ok" in out.getvalue()
     assert "direct: moved 0; index 250, in parts 250, left 0" in out.getvalue()
     assert not PredictionSample.objects.filter(part__isnull=True).exists()
-    assert SamplePart.objects.filter(model=old).count() == 5  # 3 batches over 2 hours
+    # Oldest first, 100 rows a batch: one part per hour each batch's rows span.
+    hours = [
+        {(T0 + i * timedelta(seconds=20)).replace(minute=0, second=0) for i in range(k, min(k + 100, 250))}
+        for k in (0, 100, 200)
+    ]
+    assert SamplePart.objects.filter(model=old).count() == sum(map(len, hours))
     moved, want = _sorted(_load(old, T0, T0 + 3 * HOUR)), _sorted(_load(direct, T0, T0 + 3 * HOUR))
     # The two models' labels arrived moments apart: their receipt times differ, not which have one.
     pd.testing.assert_frame_equal(
@@ -298,6 +303,24 @@ def test_an_upgraded_install_refuses_a_window_holding_unmoved_samples_until_they
     assert len(_load(model, None, T0 + 3 * HOUR, last_n=150)["sample_id"]) == 150
     QualityCheck.objects.filter(pk=failed.pk).delete()
     assert QualityCheck.objects.get(pk=quality_check_run(model_id=model.pk, window=both).pk).n_samples == 210
+
+
+def test_the_migration_command_fails_naming_a_model_whose_index_and_parts_hold_other_ids(
+    columnar: Path,
+) -> None:
+    """The checksums compare the ids themselves: an index row renamed (the counts still equal)
+    fails the check, and the command names the model."""
+    model = monitored_model("sea", reference_rows=100)
+    send(model, rows(30, seed=2), start=T0, prefix="a")
+    counts = store_counts(model=model)
+    assert counts.consistent and counts.indexed == counts.in_parts == 30
+    PredictionSample.objects.filter(model=model, sample_id="a7").update(sample_id="z7")
+    counts = store_counts(model=model)
+    assert (counts.indexed, counts.in_parts) == (30, 30) and not counts.consistent
+    out = io.StringIO()
+    with pytest.raises(CommandError, match=r"not verified: \['sea'\]"):
+        call_command("samples_to_columnar", stdout=out)
+    assert "sea: moved 0; index 30, in parts 30, left 0" in out.getvalue() and "MISMATCH" in out.getvalue()
 
 
 def test_the_migration_command_says_so_when_rows_without_a_part_have_no_json_left(columnar: Path) -> None:
