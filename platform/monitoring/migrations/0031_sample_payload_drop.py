@@ -8,9 +8,9 @@ columns. Reversed, the columns come back empty.
 from typing import Any
 
 from django.db import migrations
-from django.db.models import Count
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from django.db.migrations.state import StateApps
+from django.db.models import Count
 
 
 class SamplesNotMoved(Exception):
