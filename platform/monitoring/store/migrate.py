@@ -11,6 +11,7 @@ moved batch or orphan files (``collect`` deletes them) and unmoved rows the next
 """
 
 import hashlib
+import logging
 from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -30,6 +31,7 @@ from monitoring.validation import CleanSample
 from registry.models import RegisteredModel
 from registry.schema import model_schema
 
+logger = logging.getLogger(__name__)
 BATCH = 10_000
 END_OF_TIME = datetime(9999, 1, 1, tzinfo=UTC)
 
@@ -154,11 +156,13 @@ def _move_batch(model: RegisteredModel, batch: int, now: datetime) -> int:
     for name, _, taken, _ in written:  # the storage's round trip, before any row points there
         if not part_read(name).equals(table.take(pa.array(taken))):
             raise RuntimeError(f"part {name} reads back different from what was written")
+    logger.info("move: model=%s rows=%s wrote=%s parts", model.pk, len(rows), len(written))
     with transaction.atomic():
         parts = parts_create(model, written, now)
         counts = _repoint(rows, [parts[k].pk for k in part_of], row_in.tolist())
         for part in parts:
             part_settle(part, counts[part.pk])
+    logger.info("move: model=%s repointed=%s", model.pk, sum(counts.values()))
     return sum(counts.values())
 
 
