@@ -263,3 +263,29 @@ class PrivatePostgres:
             env=server_env(),
         )
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def manage_killed_when_logged(env: dict[str, str], line_part: str, *args: str) -> None:
+    """Run ``manage.py <args>`` and kill -9 it as soon as its log (stderr) shows ``line_part``:
+    a fault test's crash at a chosen point. Fails if the command never logs it."""
+    import pytest
+
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "manage.py"), *args],
+        env=env,
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stderr is not None
+    try:
+        for line in proc.stderr:
+            if line_part in line:
+                proc.send_signal(signal.SIGKILL)
+                break
+        else:
+            pytest.fail(f"manage.py {' '.join(args)} never logged {line_part!r}")
+    finally:
+        proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL

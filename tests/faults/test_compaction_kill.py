@@ -2,9 +2,6 @@
 check's window still holds every sample once, and the next compaction and collection finish the
 job (one live part, one file)."""
 
-import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -19,7 +16,7 @@ from monitoring.store.collect import parts_collect
 from monitoring.store.compaction import parts_compact_due
 from monitoring.store.source import ColumnarSampleSource
 from tests.clock import T0
-from tests.live import ROOT, child_env, django_database_url
+from tests.live import child_env, django_database_url, manage_killed_when_logged
 from tests.platform.monitoring.factories import monitored_model, rows, send
 
 HOUR = timedelta(hours=1)
@@ -46,25 +43,7 @@ def _killed_at(line_part: str, media: Path) -> None:
         DRIFTWATCH_MEDIA_ROOT=str(media),
         DRIFTWATCH_SAMPLE_SOURCE="columnar",
     )
-    proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "manage.py"), "shell", "-c", COMPACT],
-        env=env,
-        cwd=ROOT,
-        stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        text=True,
-    )
-    assert proc.stderr is not None
-    try:
-        for line in proc.stderr:
-            if line_part in line:
-                proc.send_signal(signal.SIGKILL)
-                break
-        else:
-            pytest.fail(f"the compaction never logged {line_part!r}")
-    finally:
-        proc.wait(timeout=60)
-    assert proc.returncode == -signal.SIGKILL
+    manage_killed_when_logged(env, line_part, "shell", "-c", COMPACT)
 
 
 @pytest.mark.parametrize("kill_at", ["wrote=", "swapping to part"])

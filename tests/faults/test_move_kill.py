@@ -3,9 +3,6 @@ no sample is in zero or two parts, the rows not moved are still there to move, a
 and the collection finish the job (every sample once, no orphan file)."""
 
 import io
-import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -22,7 +19,7 @@ from monitoring.store.migrate import store_counts
 from monitoring.store.source import ColumnarSampleSource
 from registry.models import RegisteredModel
 from tests.clock import T0
-from tests.live import ROOT, child_env, django_database_url
+from tests.live import child_env, django_database_url, manage_killed_when_logged
 from tests.platform.monitoring.factories import json_rows_send, monitored_model, rows
 
 HOUR = timedelta(hours=1)
@@ -37,25 +34,7 @@ def media(settings: Any, tmp_path: Path) -> Iterator[Path]:
 
 def _killed_at(line_part: str, media: Path) -> None:
     env = child_env(DATABASE_URL=django_database_url(), DRIFTWATCH_MEDIA_ROOT=str(media))
-    proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "manage.py"), "samples_to_columnar", "--batch", str(BATCH)],
-        env=env,
-        cwd=ROOT,
-        stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        text=True,
-    )
-    assert proc.stderr is not None
-    try:
-        for line in proc.stderr:
-            if line_part in line:
-                proc.send_signal(signal.SIGKILL)
-                break
-        else:
-            pytest.fail(f"the move never logged {line_part!r}")
-    finally:
-        proc.wait(timeout=60)
-    assert proc.returncode == -signal.SIGKILL
+    manage_killed_when_logged(env, line_part, "samples_to_columnar", "--batch", str(BATCH))
 
 
 def _ids(model: RegisteredModel) -> list[str]:
