@@ -27,7 +27,9 @@ from monitoring.fanout import (
     fanout_start,
     merged_window,
     slice_files_delete,
+    slices_labels,
     slices_of,
+    slices_read,
 )
 from monitoring.models import CheckDistribution, CheckState, MonitoringPolicy, QualityCheck
 from monitoring.policy import ThresholdRule, WindowKind, policy_drift_methods
@@ -36,7 +38,7 @@ from monitoring.segments import segments_compute, segments_realised_refresh
 from monitoring.selectors import policy_for
 from monitoring.sequential import DetectorUpdate, detector_feed
 from monitoring.store.retention import retention_note
-from monitoring.store.source import window_rows_bounds
+from monitoring.store.source import LabelsElsewhere, window_rows_bounds
 from monitoring.window import (
     Window,
     WindowSpec,
@@ -232,7 +234,9 @@ def _compute_into(row: QualityCheck, model: RegisteredModel, spec: WindowSpec) -
     _finish(row, model, spec, _window(model, spec))
 
 
-def _window(model: RegisteredModel, spec: WindowSpec, *, defer_above: int | None = None) -> Window:
+def _window(
+    model: RegisteredModel, spec: WindowSpec, *, defer_above: int | None = None, labels: Any = None
+) -> Window:
     # Past SAMPLE_ABOVE rows the PCA reads a sample of rows, so no step needs every feature at
     # once: the source may leave them to be read one at a time (``_features_measure``).
     return window_load(
@@ -243,6 +247,7 @@ def _window(model: RegisteredModel, spec: WindowSpec, *, defer_above: int | None
         labelled_only=spec.labelled_only,
         defer_above=sorts.SAMPLE_ABOVE if defer_above is None else defer_above,
         counted=True,
+        labels=labels,
     )
 
 
@@ -258,8 +263,12 @@ def check_merge_run(*, check_id: int, attempt: int) -> QualityCheck | None:
     model, spec = row.model, parse_window_spec(row.window_spec, row.window_end)
     row.attempts = attempt
     try:
-        window = _window(model, spec, defer_above=0)
-        merged = merged_window(window, slices, model)
+        found = slices_read(slices)
+        try:  # with the labels the slices placed: the merge reads none
+            window = _window(model, spec, defer_above=0, labels=slices_labels(found, model))
+        except LabelsElsewhere:  # its parts changed since (a compaction, a late sample): read here
+            window = _window(model, spec, defer_above=0)
+        merged = merged_window(window, found, model)
         if not merged:
             logger.info("check %s: its window changed since the slices: checked whole", row.pk)
             window = _window(model, spec)

@@ -4,7 +4,7 @@
 The check's worker claims the row as always, cuts the window into slices of whole hours of about
 DRIFTWATCH_CHECK_SLICE_ROWS samples (by the parts' row counts) and sends one ``check_slice`` task
 per slice; any check worker takes one, reading only its hours' parts from the shared storage (S3
-on several nodes). A slice measures what merges exactly:
+on several nodes). A slice measures what merges exactly, and places its hours' labels on its rows:
 - an order-free feature (numerical): its finite values sorted, and its missing rows. Merged, the
   sorted blocks are the column's values in sorted order, which is all that KS, Wasserstein, the
   discrete tests and the drill-down read of it;
@@ -14,11 +14,15 @@ on several nodes). A slice measures what merges exactly:
   (no sample).
 
 The slice that finishes last (each one commits its file under a lock on the check's row, so
-exactly one sees none left) sends ``check_merge``: it loads the window's predictions, labels and
-probabilities (its features deferred, read only by the segments, DLE and features of other types),
-puts the merged measures in place of those features' columns and computes and stores the check
-as a single worker does (``monitoring.checks``). A window whose rows changed between the slices
-and the merge (a late sample in its hours) is checked whole there instead.
+exactly one sees none left) sends ``check_merge``: it loads the window's predictions and
+probabilities (its features deferred, read only by the segments, DLE and features of other types)
+with the labels the slices placed (it reads none from the database: a 10M window's 5,000,000
+labels are the slices' to read, each its hours'), puts the merged measures in place of those
+features' columns and computes and stores the check as a single worker does
+(``monitoring.checks``). A window whose rows changed between the slices and the merge (a late
+sample in its hours) is checked whole there instead. A label that comes in between a slice's
+read and the merge is not in the check; the labels' refresh of finished checks
+(``check_labels_refresh``) takes it, as it takes any label that comes after a check.
 
 A slice or merge task killed is redelivered and does nothing twice (compare-and-set on the
 slice's file and on the check's attempt); a check taken over by the reaper (a newer attempt)
@@ -51,7 +55,7 @@ from monitoring.selectors import policy_for
 from monitoring.store.collect import SLICES
 from monitoring.store.parts import FEATURE, hour_of, written_stamp
 from monitoring.store.retention import retention_note
-from monitoring.store.source import feature_values, slice_table, window_rows_bounds
+from monitoring.store.source import PlacedLabels, feature_values, placed_join, slice_table, window_rows_bounds
 from monitoring.store.summaries import window_counts
 from monitoring.window import Window, WindowSpec
 from registry.models import ReferenceDataset, RegisteredModel
@@ -126,24 +130,26 @@ def check_current(check_id: int, attempt: int) -> bool:
 @dataclass
 class SliceMeasures:
     """What a slice measured: its rows, per order-free feature its sorted finite values and
-    missing rows, per counted feature its counts, and the PCA's error sum (None: no PCA)."""
+    missing rows, per counted feature its counts, the PCA's error sum (None: no PCA), and its
+    labels placed on its rows."""
 
     rows: int
     sorted: dict[str, tuple[np.ndarray, int]]
     counts: dict[str, ColumnCounts]
     pca_sum: float | None
     reference_id: int | None  # the reference whose PCA scored it
+    labels: PlacedLabels
 
 
 def slice_measure(model: RegisteredModel, start: datetime, end: datetime) -> SliceMeasures:
-    """Measure one slice of a window (its hours' parts; no labels are read)."""
+    """Measure one slice of a window (its hours' parts), and place its labels on its rows."""
     kinds = model_schema(model).feature_kinds
     reference = reference_state(model=model)
     pca = None if reference is None else reference.multivariate
     order_free = [name for name, kind in kinds.items() if kind.order_free]
     counted = [name for name, kind in kinds.items() if kind.counted]
     needed = set(order_free) | set(counted) | set(pca.columns if pca is not None else ())
-    table, parts = slice_table(model, start, end, [name for name in kinds if name in needed])
+    table, parts, labels = slice_table(model, start, end, [name for name in kinds if name in needed])
     n = 0 if table is None else len(table)
     typed: dict[str, pd.Series] = {}
 
@@ -166,13 +172,14 @@ def slice_measure(model: RegisteredModel, start: datetime, end: datetime) -> Sli
     if pca is not None:
         pca_sum = float(pca.errors(pd.DataFrame({c: column(c) for c in pca.columns})).sum()) if n else 0.0
     return SliceMeasures(
-        n, sorted_values, counts, pca_sum, None if reference is None else reference.reference_id
+        n, sorted_values, counts, pca_sum, None if reference is None else reference.reference_id, labels
     )
 
 
 def _measures_bytes(measures: SliceMeasures) -> bytes:
-    """An ``.npz`` without pickle: the sorted values as arrays, the rest as JSON."""
+    """An ``.npz`` without pickle: the sorted values and the labels as arrays, the rest as JSON."""
     arrays = {f"v{k}": values for k, (values, _) in enumerate(measures.sorted.values())}
+    arrays["label"], arrays["received"] = measures.labels.label, measures.labels.received
     meta = {
         "rows": measures.rows,
         "sorted": [[name, missing] for name, (_, missing) in measures.sorted.items()],
@@ -182,6 +189,7 @@ def _measures_bytes(measures: SliceMeasures) -> bytes:
         },
         "pca_sum": measures.pca_sum,
         "reference_id": measures.reference_id,
+        "parts": measures.labels.parts,
     }
     buffer = io.BytesIO()
     np.savez(buffer, __meta__=np.array(json.dumps(meta)), **arrays)  # type: ignore[arg-type]
@@ -190,8 +198,9 @@ def _measures_bytes(measures: SliceMeasures) -> bytes:
 
 @dataclass(frozen=True)
 class _Stored:
-    """A slice's measures as stored: its rows, PCA sum and counts read; each order-free
-    feature's sorted values (``values``) read from the file when asked for, one at a time."""
+    """A slice's measures as stored: its rows, PCA sum, counts and parts read; each order-free
+    feature's sorted values (``values``) and its labels (``labels``) read from the file when
+    asked for, one at a time."""
 
     name: str
     rows: int
@@ -200,10 +209,15 @@ class _Stored:
     counts: dict[str, ColumnCounts]
     pca_sum: float | None
     reference_id: int | None
+    parts: list[tuple[int, int]]
 
     def values(self, column: str) -> np.ndarray:
         with default_storage.open(self.name, "rb") as handle, np.load(handle, allow_pickle=False) as data:
             return np.asarray(data[f"v{self.positions[column]}"])
+
+    def labels(self) -> PlacedLabels:
+        with default_storage.open(self.name, "rb") as handle, np.load(handle, allow_pickle=False) as data:
+            return PlacedLabels(self.parts, np.asarray(data["label"]), np.asarray(data["received"]))
 
 
 def _measures_read(name: str) -> _Stored:
@@ -221,6 +235,7 @@ def _measures_read(name: str) -> _Stored:
         counts,
         meta["pca_sum"],
         meta["reference_id"],
+        [(int(part), int(rows)) for part, rows in meta["parts"]],
     )
 
 
@@ -255,13 +270,22 @@ def slice_run(slice_id: int) -> bool:
     return taken
 
 
-def merged_window(window: Window, slices: list[CheckSlice], model: RegisteredModel) -> bool:
+def slices_read(slices: list[CheckSlice]) -> list[_Stored]:
+    """The slices' stored measures, in order (their arrays read when asked for)."""
+    return [_measures_read(piece.result) for piece in slices]
+
+
+def slices_labels(found: list[_Stored], model: RegisteredModel) -> PlacedLabels:
+    """The labels the slices placed on their rows, as one (``window_load``'s ``labels``)."""
+    return placed_join([stored.labels() for stored in found], model.is_classification)
+
+
+def merged_window(window: Window, found: list[_Stored], model: RegisteredModel) -> bool:
     """Put the slices' merged measures in place of the features' columns (``Window.merged``,
     ``counts``, ``pca_sums``) → False, unchanged, when the slices' rows are not the window's, or
     a reference other than the model's active one scored them (one promoted meanwhile). A
     merged column is made when its tests ask for it, from each slice's block of it, and let go
     after (a 10M window's 20 merged columns are 1.6 GB: one per thread is held, not all)."""
-    found = [_measures_read(piece.result) for piece in slices]
     n = len(window.frame)
     if not found or sum(m.rows for m in found) != n:
         return False

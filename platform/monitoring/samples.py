@@ -173,13 +173,17 @@ def source_load(
     columns: Sequence[str] | None = None,
     defer_above: int | None = None,
     counted: bool = False,
+    labels: Any = None,
 ) -> SampleColumns:
-    """``source.load``; ``defer_above`` and ``counted`` only to a source whose ``load`` takes
-    them (one written before they existed loads every feature, as it always did)."""
+    """``source.load``; ``defer_above``, ``counted`` and ``labels`` only to a source whose
+    ``load`` takes them (one written before they existed loads every feature, as it always did,
+    and reads the window's labels itself)."""
     takes = inspect.signature(source.load).parameters
     options: dict[str, Any] = {}
     if defer_above is not None and "defer_above" in takes:
         options["defer_above"] = defer_above
     if counted and "counted" in takes:
         options["counted"] = counted
+    if labels is not None and "labels" in takes:
+        options["labels"] = labels
     return source.load(model=model, window=window, columns=columns, **options)

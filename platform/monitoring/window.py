@@ -105,6 +105,7 @@ def window_load(
     columns: Sequence[str] | None = None,
     defer_above: int | None = None,
     counted: bool = False,
+    labels: Any = None,
 ) -> Window:
     """Samples with start <= timestamp < end (or the last_n before end), labels left-joined;
     with labelled_only, the last_n newest samples that have a label (realised quality on the
@@ -113,7 +114,8 @@ def window_load(
     ``defer_above``: past that many rows the source may leave the features to be read one at a
     time (``Window.feature``); ``counted``: the source may give counted features as their
     counts over the window (``Window.counts``, from per-hour summaries) and read them only when
-    asked for."""
+    asked for; ``labels``: the labels placed on the window's rows already, for a source that
+    takes them (the columnar source's ``PlacedLabels``)."""
     bounds = WindowBounds(start, end, last_n, labelled_only)
     loaded = source_load(
         sample_source(),
@@ -122,6 +124,7 @@ def window_load(
         columns=columns,
         defer_above=defer_above,
         counted=counted,
+        labels=labels,
     )
     frame = loaded.to_frame()
     if start is None:

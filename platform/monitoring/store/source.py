@@ -497,33 +497,104 @@ def _times(column: pa.ChunkedArray) -> Any:
     return pd.DatetimeIndex(values, dtype="datetime64[ns, UTC]").array
 
 
+# A row without a label: when it became known (microseconds since the epoch) reads as NaT.
+NO_TIME = np.iinfo("int64").min
+
+
+class PlacedLabels(NamedTuple):
+    """Labels placed on the rows of some parts: each part's id and the rows read of it, in the
+    rows' order, and for each row its label (a class code, -1 for none or a class the model does
+    not know; or a float, NaN for none) and when it became known (µs since the epoch, NO_TIME
+    for none). A fanned-out check's slices each place their hours' labels; the merge puts them
+    on the window's rows (``on``) instead of reading the window's labels again."""
+
+    parts: list[tuple[int, int]]
+    label: np.ndarray
+    received: np.ndarray
+
+    def on(self, parts: Sequence[tuple[int, int]]) -> "PlacedLabels":
+        """These labels in the order of ``parts`` (id, rows): exactly the parts they were placed
+        on, each with as many rows, else ``LabelsElsewhere``."""
+        if sorted(parts) != sorted(self.parts):
+            raise LabelsElsewhere(f"labels placed on parts {self.parts}, the window's are {list(parts)}")
+        offsets = np.cumsum([0] + [rows for _, rows in self.parts])
+        where = {part: k for k, (part, _) in enumerate(self.parts)}
+        blocks = [np.arange(offsets[where[part]], offsets[where[part] + 1]) for part, _ in parts]
+        order = np.concatenate(blocks) if blocks else np.empty(0, dtype="int64")
+        return PlacedLabels(list(parts), self.label[order], self.received[order])
+
+
+class LabelsElsewhere(Exception):
+    """Placed labels are not on the window's parts (its rows changed since they were placed)."""
+
+
+def placed_join(placed: Sequence[PlacedLabels], classification: bool) -> PlacedLabels:
+    """Several parts' placed labels as one."""
+    label = np.concatenate([p.label for p in placed]) if placed else np.empty(0)
+    return PlacedLabels(
+        [part for p in placed for part in p.parts],
+        label.astype("int64" if classification else "float64", copy=False),
+        np.concatenate([p.received for p in placed]) if placed else np.empty(0, dtype="int64"),
+    )
+
+
 class Snapshot(NamedTuple):
-    """A window's rows (the parts' columns asked for; None: no part), each part's hour and rows in
-    it, in order (``PartHours``), its labels to wait for, and its parts."""
+    """A window's rows (the parts' columns asked for; None: no part), its labels placed on them
+    (to wait for), and its parts."""
 
     table: pa.Table | None
-    hours: PartHours
-    labels: Callable[[], WindowLabels]
+    labels: Callable[[], PlacedLabels]
     parts: list[ListedPart]
 
 
-def _snapshot(model: RegisteredModel, columns: list[str], start: datetime | None, end: datetime) -> Snapshot:
+def _snapshot(
+    model: RegisteredModel,
+    columns: list[str],
+    start: datetime | None,
+    end: datetime,
+    placed: PlacedLabels | None = None,
+) -> Snapshot:
+    """The window's parts read; its labels read meanwhile and placed on its rows by sample id,
+    or ``placed`` already (``LabelsElsewhere`` when those are not on these parts' rows)."""
     parts = window_parts(model, start, end)
-    labels = labels_meanwhile(model, start, end, parts)
+    labels = labels_meanwhile(model, start, end, parts) if placed is None else None
     tables = [_read(part.name, part.kept, columns, start, end) for part in parts]
+    table = pa.concat_tables(tables) if tables else None
+    read = [(part.id, len(t)) for part, t in zip(parts, tables, strict=True)]
+    if labels is None:
+        assert placed is not None
+        mine = placed.on(read)
+        return Snapshot(table, lambda: mine, parts)
     hours = [(_hours_since_epoch(part.bucket), len(t)) for part, t in zip(parts, tables, strict=True)]
-    return Snapshot(pa.concat_tables(tables) if tables else None, hours, labels, parts)
+    return Snapshot(table, lambda: _placed(model, table, read, hours, labels()), parts)
+
+
+def _placed(
+    model: RegisteredModel,
+    table: pa.Table | None,
+    read: list[tuple[int, int]],
+    hours: PartHours,
+    found: WindowLabels,
+) -> PlacedLabels:
+    n = 0 if table is None else len(table)
+    label = np.full(n, -1, dtype="int64") if model.is_classification else np.full(n, np.nan)
+    received = np.full(n, NO_TIME, dtype="int64")
+    if table is not None:
+        at, which = _place(table.column("sample_id"), hours, found)
+        label[at] = found.label[which]
+        received[at] = found.received[which]
+    return PlacedLabels(read, label, received)
 
 
 def slice_table(
     model: RegisteredModel, start: datetime, end: datetime, names: Sequence[str]
-) -> tuple[pa.Table | None, list[ListedPart]]:
-    """The features ``names`` of the samples in [start, end) as the parts hold them (no labels,
-    no index columns; None: no part), and the parts (a fanned-out check's slice)."""
-    parts = window_parts(model, start, end)
-    columns = ["timestamp", *(FEATURE + name for name in names)]
-    tables = [_read(part.name, part.kept, columns, start, end) for part in parts]
-    return (pa.concat_tables(tables) if tables else None), parts
+) -> tuple[pa.Table | None, list[ListedPart], PlacedLabels]:
+    """The features ``names`` of the samples in [start, end) as the parts hold them (no index
+    columns; None: no part), the parts, and the slice's labels placed on its rows (a fanned-out
+    check's slice: the merge then reads no label)."""
+    columns = ["timestamp", "sample_id", *(FEATURE + name for name in names)]
+    snapshot = _snapshot(model, columns, start, end)
+    return snapshot.table, snapshot.parts, snapshot.labels()
 
 
 def _hours_since_epoch(bucket: datetime) -> int:
@@ -541,13 +612,17 @@ class ColumnarSampleSource:
         columns: Sequence[str] | None = None,
         defer_above: int | None = None,
         counted: bool = False,
+        labels: PlacedLabels | None = None,
     ) -> SampleColumns:
+        """``labels``: the window's labels placed on its parts' rows already (a fanned-out check's
+        slices placed them): none is read, and ``LabelsElsewhere`` is raised when they are not
+        on the rows this window holds."""
         kinds = _feature_kinds(model, columns)
         start = _last_n_start(model, window) if window.last_n is not None else window.start
         unmoved_refuse(model, start, window.end)  # the last_n newest: any unmoved row among them
         wanted = ["sample_id", "timestamp", "version_id", "prediction"]
         wanted += [PROBA + str(c) for c in model.classes] + [FEATURE + n for n in kinds]
-        snapshot = _snapshot(model, wanted, start, window.end)
+        snapshot = _snapshot(model, wanted, start, window.end, labels)
         table, deferred, counts = snapshot.table, None, {}
         if counted and window.last_n is None and table is not None:
             names = [name for name, kind in kinds.items() if kind.counted]
@@ -581,10 +656,8 @@ class ColumnarSampleSource:
         prediction = table.column("prediction")
         if model.is_classification:
             arrays[PREDICTION] = _class_codes(prediction, model.classes)
-            arrays[LABEL] = np.full(len(table), -1, dtype="int64")
         else:
             arrays[PREDICTION] = prediction.to_numpy().astype("float64", copy=False)
-            arrays[LABEL] = np.full(len(table), np.nan)
         for cls in model.classes:
             arrays[PROBA_PREFIX + str(cls)] = (
                 table.column(PROBA + str(cls)).to_numpy().astype("float64", copy=False)
@@ -594,11 +667,9 @@ class ColumnarSampleSource:
         arrays["sample_id"] = pd.arrays.ArrowStringArray(table.column("sample_id"))
         arrays["version_id"] = table.column("version_id").to_numpy().astype("float64")
         arrays["timestamp"] = _times(table.column("timestamp"))
-        found = snapshot.labels()
-        at, which = _place(table.column("sample_id"), snapshot.hours, found)
-        arrays[LABEL][at] = found.label[which]
-        received = np.full(len(table), np.datetime64("NaT"), dtype="datetime64[ns]")
-        received[at] = found.received[which].astype("datetime64[us]")
+        placed = snapshot.labels()
+        arrays[LABEL] = placed.label
+        received = placed.received.view("datetime64[us]").astype("datetime64[ns]")  # NO_TIME: NaT
         arrays["label_received_at"] = pd.DatetimeIndex(received, tz="UTC").array
         return arrays
 

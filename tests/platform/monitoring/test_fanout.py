@@ -144,6 +144,62 @@ def test_a_window_that_changed_after_its_slices_is_checked_whole(fanned: Path) -
         assert getattr(check, field) == single[field], field
 
 
+@pytest.mark.django_db
+def test_the_merge_reads_no_label_and_one_sent_after_the_slices_waits_for_the_refresh(
+    fanned: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The slices place their hours' labels on their rows; the merge puts those on the window's
+    rows and reads none from the database. A label sent between the slices and the merge is not
+    in the check: the labels' refresh of finished checks takes it. Late samples of the first hour
+    make a part listed after the others: the window's rows are not in the slices' order."""
+    from monitoring.checks import check_labels_refresh
+    from monitoring.services import labels_ingest
+    from monitoring.store import source
+
+    model = _traffic("sea")
+    send(model, rows(10, seed=41, shift=0.9), start=T0 + timedelta(minutes=50), prefix="late")
+    single = _single(model)
+    running = _sliced(model)
+    labels_ingest(model=model, body={"labels": [{"id": "h0b0", "label": rows(1, seed=50)[0]["label"]}]})
+
+    def unread(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the merge read the window's labels")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(source, "labels_meanwhile", unread)
+        patched.setattr(source, "window_labels", unread)
+        check = check_merge_run(check_id=running.pk, attempt=running.attempts)
+    assert check is not None and check.state == CheckState.DONE, check and check.error
+    check.refresh_from_db()
+    assert check.data_quality["fanout"] == {"slices": 3, "merged": True}
+    _same_as_single(check, single)  # the labels of the slices' time
+    assert check.n_labelled == single["n_labelled"] == 370
+    assert check_labels_refresh(check=check) and check.n_labelled == 371
+
+
+@pytest.mark.django_db
+def test_a_compaction_between_the_slices_and_the_merge_reads_the_labels_there_and_merges(
+    fanned: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The window's last hour compacted after the slices ran: the same samples in another part,
+    so the slices' labels are not on the window's parts. The merge reads the labels itself and
+    still merges the slices' measures (the rows are the same)."""
+    from monitoring.store import source
+    from monitoring.store.compaction import part_compact
+
+    model = _traffic("sea")
+    running = _sliced(model)
+    assert part_compact(model_id=model.pk, bucket=T0 + 3 * HOUR) == 1
+    read: list[object] = []
+    meanwhile = source.labels_meanwhile
+    monkeypatch.setattr(source, "labels_meanwhile", lambda *args: read.append(args) or meanwhile(*args))
+    check = check_merge_run(check_id=running.pk, attempt=running.attempts)
+    assert check is not None and check.state == CheckState.DONE, check and check.error
+    check.refresh_from_db()
+    assert len(read) == 1 and check.data_quality["fanout"] == {"slices": 3, "merged": True}
+    _same_as_single(check, _single(model))
+
+
 def test_a_worker_runs_the_fan_out_end_to_end(
     celery_worker: object, client_for: Callable[[str], APIClient], fanned: Path
 ) -> None:
