@@ -149,7 +149,7 @@ def slice_measure(model: RegisteredModel, start: datetime, end: datetime) -> Sli
     order_free = [name for name, kind in kinds.items() if kind.order_free]
     counted = [name for name, kind in kinds.items() if kind.counted]
     needed = set(order_free) | set(counted) | set(pca.columns if pca is not None else ())
-    table, parts, labels = slice_table(model, start, end, [name for name in kinds if name in needed])
+    table, labels, parts = slice_table(model, start, end, [name for name in kinds if name in needed])
     n = 0 if table is None else len(table)
     typed: dict[str, pd.Series] = {}
 
@@ -172,7 +172,7 @@ def slice_measure(model: RegisteredModel, start: datetime, end: datetime) -> Sli
     if pca is not None:
         pca_sum = float(pca.errors(pd.DataFrame({c: column(c) for c in pca.columns})).sum()) if n else 0.0
     return SliceMeasures(
-        n, sorted_values, counts, pca_sum, None if reference is None else reference.reference_id, labels
+        n, sorted_values, counts, pca_sum, None if reference is None else reference.reference_id, labels()
     )
 
 

@@ -586,15 +586,12 @@ def _placed(
     return PlacedLabels(read, label, received)
 
 
-def slice_table(
-    model: RegisteredModel, start: datetime, end: datetime, names: Sequence[str]
-) -> tuple[pa.Table | None, list[ListedPart], PlacedLabels]:
+def slice_table(model: RegisteredModel, start: datetime, end: datetime, names: Sequence[str]) -> Snapshot:
     """The features ``names`` of the samples in [start, end) as the parts hold them (no index
-    columns; None: no part), the parts, and the slice's labels placed on its rows (a fanned-out
-    check's slice: the merge then reads no label)."""
-    columns = ["timestamp", "sample_id", *(FEATURE + name for name in names)]
-    snapshot = _snapshot(model, columns, start, end)
-    return snapshot.table, snapshot.parts, snapshot.labels()
+    columns; None: no part), the parts, and the slice's labels placed on its rows, to wait for
+    (read meanwhile: a fanned-out check's slice measures its features while they come, and the
+    merge then reads no label)."""
+    return _snapshot(model, ["timestamp", "sample_id", *(FEATURE + name for name in names)], start, end)
 
 
 def _hours_since_epoch(bucket: datetime) -> int:
