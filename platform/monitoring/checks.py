@@ -267,6 +267,7 @@ def check_merge_run(*, check_id: int, attempt: int) -> QualityCheck | None:
         try:  # with the labels the slices placed: the merge reads none
             window = _window(model, spec, defer_above=0, labels=slices_labels(found, model))
         except LabelsElsewhere:  # its parts changed since (a compaction, a late sample): read here
+            logger.info("check %s: its window's parts changed since the slices: labels read here", row.pk)
             window = _window(model, spec, defer_above=0)
         merged = merged_window(window, found, model)
         if not merged:
