@@ -69,6 +69,42 @@ def monitored_model(
     return model
 
 
+def regression_rows(rng: np.random.Generator, n: int, shift: float = 0.0) -> list[dict[str, Any]]:
+    """A regressor's rows: two numbers (x shifted by ``shift``, z missing every 11th row) and a
+    category; the label 2x + z, the prediction off by more where x is larger; no probabilities."""
+    x, z = rng.normal(shift, 1, n), rng.normal(0, 1, n)
+    truth = 2 * x + z
+    prediction = truth + rng.normal(0, 0.1 + np.clip(x, 0, None), n)
+    colour = rng.choice(["red", "green", "blue"], n)
+    return [
+        {
+            "features": {"x": float(x[i]), "z": None if i % 11 == 0 else float(z[i]), "colour": colour[i]},
+            "prediction": float(prediction[i]),
+            "probabilities": None,
+            "label": float(truth[i]),
+        }
+        for i in range(n)
+    ]
+
+
+def regressor(name: str, rng: np.random.Generator, *, reference_rows: int) -> RegisteredModel:
+    """A regressor over ``regression_rows``' features, its reference labelled (DLE's loss model is
+    fitted on it)."""
+    model = model_register(
+        data={
+            "name": name,
+            "task": "regression",
+            "features": [
+                {"name": "x", "type": "numerical"},
+                {"name": "z", "type": "numerical"},
+                {"name": "colour", "type": "categorical"},
+            ],
+        }
+    )
+    reference_upload(model=model, rows=regression_rows(rng, reference_rows))
+    return model
+
+
 def send(
     model: RegisteredModel,
     data: list[dict[str, Any]],

@@ -23,7 +23,7 @@ from monitoring.window import Window, range_window, window_load
 from registry.models import RegisteredModel
 from registry.services import model_register, reference_upload
 from tests.clock import T0
-from tests.platform.monitoring.factories import check_with_segments, rows, send
+from tests.platform.monitoring.factories import check_with_segments, regression_rows, regressor, rows, send
 from workers.drift import sorts
 from workers.drift.dle import estimate_regressor_metrics_by_block
 
@@ -183,38 +183,8 @@ def _regression(columnar: Path) -> RegisteredModel:
     """A regressor over two numbers (one with gaps) and a category, its reference labelled (DLE's
     loss model is fitted on it), 500 window rows shifted where its error grows."""
     rng = np.random.default_rng(21)
-
-    def data(n: int, shift: float) -> list[dict[str, Any]]:
-        x, z = rng.normal(shift, 1, n), rng.normal(0, 1, n)
-        truth = 2 * x + z
-        prediction = truth + rng.normal(0, 0.1 + np.clip(x, 0, None), n)
-        colour = rng.choice(["red", "green", "blue"], n)
-        return [
-            {
-                "features": {
-                    "x": float(x[i]),
-                    "z": None if i % 11 == 0 else float(z[i]),
-                    "colour": colour[i],
-                },
-                "prediction": float(prediction[i]),
-                "label": float(truth[i]),
-            }
-            for i in range(n)
-        ]
-
-    model = model_register(
-        data={
-            "name": "price",
-            "task": "regression",
-            "features": [
-                {"name": "x", "type": "numerical"},
-                {"name": "z", "type": "numerical"},
-                {"name": "colour", "type": "categorical"},
-            ],
-        }
-    )
-    reference_upload(model=model, rows=data(1500, 0.0))
-    window = [{**r, "probabilities": None} for r in data(500, 0.8)]
+    model = regressor("price", rng, reference_rows=1500)
+    window = regression_rows(rng, 500, 0.8)
     send(model, window, start=T0, prefix="r", labelled=False, step=timedelta(seconds=13))
     return model
 
