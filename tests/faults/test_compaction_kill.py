@@ -2,10 +2,8 @@
 check's window still holds every sample once, and the next compaction and collection finish the
 job (one live part, one file)."""
 
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 from django.utils import timezone
@@ -22,13 +20,6 @@ from tests.platform.monitoring.factories import monitored_model, rows, send
 HOUR = timedelta(hours=1)
 N_PARTS, PER_PART = 3, 2500
 COMPACT = "from monitoring.store.compaction import parts_compact_due; parts_compact_due()"
-
-
-@pytest.fixture
-def media(settings: Any, tmp_path: Path) -> Iterator[Path]:
-    settings.MEDIA_ROOT = str(tmp_path)
-    settings.DRIFTWATCH_SAMPLE_SOURCE = "columnar"
-    yield tmp_path
 
 
 def _ids() -> list[str]:

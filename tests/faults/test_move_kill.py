@@ -3,7 +3,6 @@ no sample is in zero or two parts, the rows not moved are still there to move, a
 and the collection finish the job (every sample once, no orphan file)."""
 
 import io
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -24,12 +23,6 @@ from tests.platform.monitoring.factories import json_rows_send, monitored_model,
 
 HOUR = timedelta(hours=1)
 N, BATCH = 3000, 500  # 6 batches, over 2 hours
-
-
-@pytest.fixture
-def media(settings: Any, tmp_path: Path) -> Iterator[Path]:
-    settings.MEDIA_ROOT = str(tmp_path)
-    yield tmp_path
 
 
 def _killed_at(line_part: str, media: Path) -> None:
