@@ -30,6 +30,15 @@ def ensure_database(url: str) -> None:
             conn.execute(f'CREATE DATABASE "{name}"')
 
 
+def drop_database(url: str) -> None:
+    """Drop the bench's database, if there: the next ``django_on`` creates and migrates it anew."""
+    import psycopg
+
+    parsed = urlparse(url)
+    with psycopg.connect(urlunparse(parsed._replace(path="/postgres")), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{parsed.path.lstrip("/")}"')
+
+
 def django_on(url: str) -> None:
     """Point Django at the bench database, set it up and migrate it."""
     ensure_database(url)

@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _pg import bench_database_url, copy_samples_seconds, django_on  # noqa: E402
+from _pg import bench_database_url, copy_samples_seconds, django_on, drop_database  # noqa: E402
 from _proc import with_peak  # noqa: E402
 
 BATCH = 10_000
@@ -122,6 +122,84 @@ def _floor_scan_once(model: Any, columns: list[str], start: datetime, end: datet
             )
         n += len(table)
     return time.perf_counter() - t, n
+
+
+def _lower_bound(model: Any, start: datetime, end: datetime, floor_s: float) -> tuple[float, float, str]:
+    """The least time any check of this window can take on this machine, given what the issue
+    keeps: the labels relational (read from PostgreSQL) and the drift tests exact (each numerical
+    column sorted; a sample of it past ``SAMPLE_ABOVE``, as a check sorts it). It adds four
+    works' CPU seconds and spreads them over this process's cores, with no overhead and nothing
+    else computed: the floor's scan, the window's labels read alone on one connection
+    (PostgreSQL's statement and this process's decoding, one after the other: its wall time),
+    the labels' placement on the rows by sample id (their CPU time), and the columns' sorts alone
+    (one after another: their CPU time). Each is its best of FLOOR_RUNS. Left out, so the bound
+    is low: the realised metrics, the PCA, data quality, the tests' own passes and the check's
+    rows."""
+    import pyarrow as pa
+
+    from monitoring.store.parts import part_read
+    from monitoring.store.source import _hours_since_epoch, _placed, window_labels, window_parts
+    from workers.drift.sorts import shared_sorts
+
+    parts = window_parts(model, start, end)
+
+    def labels_once() -> float:
+        t = time.perf_counter()
+        window_labels(model, start, end, parts)
+        return time.perf_counter() - t
+
+    labels_s = min(labels_once() for _ in range(FLOOR_RUNS))
+    # The labels put on the window's rows by sample id (their only key in a relational table).
+    tables = [part_read(p.name, ["sample_id"]) for p in parts]
+    ids = pa.concat_tables(tables)
+    found = window_labels(model, start, end, parts)
+    read = [(p.id, len(t)) for p, t in zip(parts, tables, strict=True)]
+    hours = [(_hours_since_epoch(p.bucket), len(t)) for p, t in zip(parts, tables, strict=True)]
+    place_runs = []
+    for _ in range(FLOOR_RUNS):
+        t = time.process_time()  # every thread of this process (the placement runs an hour a thread)
+        _placed(model, ids, read, hours, found)
+        place_runs.append(time.process_time() - t)
+    place_cpu = min(place_runs)
+    with shared_sorts():
+        sorts_cpu = _sorts_cpu(parts)
+    cores = len(os.sched_getaffinity(0))
+    bound = (floor_s + labels_s + place_cpu + sorts_cpu) / cores
+    line = (
+        f"lower bound of any check of this window here (labels relational, drift tests exact; nothing "
+        f"else computed): (scan {floor_s:.3f} + labels alone {labels_s:.3f} + their placement {place_cpu:.3f} "
+        f"+ {N_FEATURES} columns' sorts "
+        f"{sorts_cpu:.3f} CPU s) / {cores} cores = {bound:.3f} s = {bound / floor_s:.1f}× the floor; "
+        f"the sorts alone (the drift test's least work) {sorts_cpu / floor_s:.1f}× the scan"
+    )
+    return bound, sorts_cpu, line
+
+
+def _sorts_cpu(parts: list[Any]) -> float:
+    """The CPU seconds of each numerical column's sort as a check's drift tests sort it (its best
+    of FLOOR_RUNS), summed; inside ``shared_sorts()``."""
+    import pandas as pd
+    import pyarrow as pa
+
+    from monitoring.store.parts import part_read
+    from workers.drift.sorts import release_sorted, sorted_sample
+
+    sorts_cpu = 0.0
+    for j in range(N_FEATURES):  # a column at a time: at 10M, 20 columns held at once are 1.6 GB
+        column = pa.concat_arrays(
+            [c for p in parts for c in part_read(p.name, [f"feature:x{j}"]).column(0).chunks]
+        )
+        series = pd.Series(column.to_numpy(zero_copy_only=False), copy=False)
+        runs = []
+        for _ in range(FLOOR_RUNS):
+            t = time.process_time()
+            sorted_sample(series)
+            runs.append(time.process_time() - t)
+            release_sorted(
+                series
+            )  # the next run sorts again (a sample's positions are kept: one draw a check)
+        sorts_cpu += min(runs)
+    return sorts_cpu
 
 
 def _duckdb_floor(model: Any, columns: list[str], media: Path) -> str:
@@ -507,6 +585,15 @@ def tabular(n: int, media: Path, url: str) -> None:
         + f"; no test costs more than the scan (worst {worst} {spent[worst] / floor_s:.1f}×) → "
         + _verdict(spent[worst] <= floor_s)
     )
+    bound_s, sorts_cpu, bound_line = _lower_bound(model, start, end, floor_s)
+    print(bound_line)
+    if bound_s > 3 * floor_s:
+        print("  → ≤ 3× the floor is out of reach on this machine for this window, whatever the check does")
+    if sorts_cpu > floor_s:
+        print(
+            "  → no test above the scan is out of reach here for the drift tests: their sorts alone, summed "
+            "over the columns as their stage is, take longer than the scan"
+        )
     # The same window checked again, its labels fed to the detector already: what an hourly
     # check of a sliding window mostly is (it feeds only the labels that came since). Both are
     # printed; the target line above is the first check's.
@@ -870,16 +957,6 @@ def embedding(n: int, dim: int) -> None:
     )
 
 
-def _drop_database(url: str) -> None:
-    from urllib.parse import urlparse, urlunparse
-
-    import psycopg
-
-    parsed = urlparse(url)
-    with psycopg.connect(urlunparse(parsed._replace(path="/postgres")), autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{parsed.path.lstrip("/")}"')
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--samples", type=int, default=1_000_000)
@@ -906,7 +983,7 @@ def main() -> None:
         media = Path(args.reuse)  # the database and parts of an earlier run: its windows, no ingest
         os.environ["DRIFTWATCH_MEDIA_ROOT"] = str(media)
     else:
-        _drop_database(url)  # a fresh one: table sizes per sample count no rows of an earlier run
+        drop_database(url)  # a fresh one: table sizes per sample count no rows of an earlier run
     django_on(url)
     from registry.models import RegisteredModel
 
