@@ -216,7 +216,7 @@ def main() -> None:
     args = parser.parse_args()
     url = bench_database_url()
     # A new database each run, as the COPY's table is new: the models an earlier run deleted left
-    # their rows dead in the index table and its indexes (four runs then: 0.91-1.21× COPY; three
+    # their rows dead in the index table and its indexes (three runs then: 0.91-1.21× COPY; three
     # runs new: 1.10-1.21×).
     drop_database(url)
     token = setup_django(url)
